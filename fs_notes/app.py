@@ -1,0 +1,88 @@
+"""The MCP method table of fs-notes: discovery, tools and resources, wired to the dispatcher."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .protocol.argcheck import ArgumentError, validate
+from .protocol.dispatch import Call, Dispatcher, Method
+from .protocol.errors import INVALID_PARAMS, ProtocolError
+from .protocol.meta import SUPPORTED_VERSIONS
+from .protocol.models import RESULT_META, CallToolParams, PaginatedParams, parse_params
+from .tools.registry import ToolSpec
+
+DISCOVER_TTL_MS = 3_600_000
+TOOLS_TTL_MS = 3_600_000
+
+INSTRUCTIONS = (
+    "fs-notes serves folders of markdown notes. Name the folder with workspaceUri (a file:// URI) "
+    "and a note by its id, the path relative to that folder (e.g. projects/plan.md). "
+    "notes_delete always asks the user to choose and confirm the note."
+)
+
+ResourceHandler = Callable[[Call], dict[str, Any]]
+
+
+def build_methods(
+    tools: Sequence[ToolSpec],
+    *,
+    list_resources: ResourceHandler | None = None,
+    read_resource: ResourceHandler | None = None,
+) -> dict[str, Method]:
+    by_name = {t.name: t for t in tools}
+    capabilities: dict[str, Any] = {"tools": {}}
+    if list_resources is not None:
+        capabilities["resources"] = {}
+    discover_result: dict[str, Any] = {
+        "resultType": "complete",
+        "supportedVersions": list(SUPPORTED_VERSIONS),
+        "capabilities": capabilities,
+        "instructions": INSTRUCTIONS,
+        "ttlMs": DISCOVER_TTL_MS,
+        "cacheScope": "public",
+        "_meta": RESULT_META,
+    }
+    tools_result: dict[str, Any] = {
+        "resultType": "complete",
+        "tools": [t.definition() for t in tools],
+        "ttlMs": TOOLS_TTL_MS,
+        "cacheScope": "public",
+        "_meta": RESULT_META,
+    }
+
+    def discover(call: Call) -> dict[str, Any]:
+        return dict(discover_result)
+
+    def list_tools(call: Call) -> dict[str, Any]:
+        if parse_params(PaginatedParams, call.params).cursor is not None:
+            raise ProtocolError(INVALID_PARAMS, "Invalid params: unknown cursor")
+        return dict(tools_result)
+
+    def call_tool(call: Call) -> dict[str, Any]:
+        params = parse_params(CallToolParams, call.params)
+        tool = by_name.get(params.name)
+        if tool is None:
+            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+        try:
+            arguments = validate(tool.input_schema, params.arguments)
+        except ArgumentError as exc:
+            raise ProtocolError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+        return tool.handler(call, arguments)
+
+    methods = {
+        "server/discover": Method(discover),
+        "tools/list": Method(list_tools),
+        "tools/call": Method(call_tool, blocking=True),
+    }
+    if list_resources is not None:
+        methods["resources/list"] = Method(list_resources, blocking=True)
+    if read_resource is not None:
+        methods["resources/read"] = Method(read_resource, blocking=True)
+    return methods
+
+
+def build_dispatcher(methods: dict[str, Method]) -> Dispatcher:
+    from concurrent.futures import ThreadPoolExecutor
+
+    return Dispatcher(methods, ThreadPoolExecutor(max_workers=8, thread_name_prefix="fs-notes"))

@@ -1,0 +1,79 @@
+"""Command line: `fs-notes serve | check | exercises | demo` (see CONTRACT.md).
+
+Exit status: 0 success, 2 usage or configuration error (one-line reason on stderr), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+
+class ConfigError(Exception):
+    """A usage or configuration problem: reported on one line, exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fs-notes", description="An MCP server for a folder of markdown notes."
+    )
+    parser.add_argument("--log-level", default="warning", help="debug, info, warning (default)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="serve notes over stdio (default) or Streamable HTTP")
+    serve.add_argument("workspace", nargs="?", help="the notes folder (zero-config mode)")
+    serve.add_argument("--policy", help="policy file (TOML): principals, workspaces, grants")
+    serve.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP at /mcp")
+    serve.add_argument("--token-file", help="bearer token for --http without --policy")
+    serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                       help="a browser Origin allowed to call the HTTP endpoint (repeatable)")
+    serve.add_argument("--state-key-file", help="key ring for sealing requestState")
+    serve.add_argument("--replay-db", help="SQLite file of spent confirmation nonces")
+    serve.add_argument("--audit-log", help="append destructive decisions here as JSON lines")
+    serve.add_argument("--allow-unconfined", action="store_true",
+                       help="allow deletion without an OS containment layer (weaker; logged)")
+    serve.add_argument("--port-file", help=argparse.SUPPRESS)
+
+    check = sub.add_parser("check", help="which containment layers this host can enforce")
+    check.add_argument("--json", action="store_true")
+
+    exercises = sub.add_parser("exercises", help="run the escape exercises against the server")
+    exercises.add_argument("--json", action="store_true")
+    exercises.add_argument("--race", action="store_true", help="also run the race harness")
+
+    sub.add_parser("demo", help="a scripted session on a bundled sample folder")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+        format="fs-notes %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if args.command == "serve":
+            from .serve import serve
+
+            return serve(args)
+        if args.command == "check":
+            from .check import check
+
+            return check(as_json=args.json)
+        if args.command == "exercises":
+            from .exercises import run_exercises
+
+            return run_exercises(as_json=args.json, race=args.race)
+        if args.command == "demo":
+            from .demo import demo
+
+            return demo()
+    except ConfigError as exc:
+        print(f"fs-notes: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 1
+    return 2

@@ -1,0 +1,104 @@
+"""The protocol core: a parsed message and a principal in, a JSON-RPC response (or nothing) out.
+
+No I/O happens here; the transports move bytes and authenticate, then call `Dispatcher.handle`.
+Order of checks for a request: method known (-32601), `_meta` valid (-32602/-32022), params and
+handler (which may raise -32602/-32021 or return a tool error). Any unexpected exception becomes a
+bare -32603 on the wire; its traceback goes to the log only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .envelope import Notification, Request, error_response, result_response
+from .errors import INTERNAL_ERROR, METHOD_NOT_FOUND, ProtocolError
+from .meta import RequestMeta, read_meta, unsupported_version
+from .models import RESULT_META
+
+log = logging.getLogger("fs_notes.protocol")
+
+
+class Principal(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Everything a handler may use: the request, its validated metadata, and who sent it."""
+
+    request: Request
+    meta: RequestMeta
+    principal: Principal
+    transport: str
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.request.params
+
+
+Handler = Callable[[Call], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    handler: Handler
+    blocking: bool = False  # touches the filesystem or a database: run it off the event loop
+
+
+class Dispatcher:
+    def __init__(self, methods: dict[str, Method], executor: Executor | None = None) -> None:
+        self._methods = methods
+        self._executor = executor
+
+    def method(self, name: str) -> Method | None:
+        return self._methods.get(name)
+
+    def handle(
+        self, msg: Request | Notification, principal: Principal, transport: str
+    ) -> dict[str, Any] | None:
+        """Answer one message. Notifications are never answered."""
+        if isinstance(msg, Notification):
+            log.debug("notification %s ignored", msg.method)
+            return None
+        try:
+            return result_response(msg.id, self._run(msg, principal, transport))
+        except ProtocolError as err:
+            if err.log_detail:
+                log.warning("%s id=%r refused: %s", msg.method, msg.id, err.log_detail)
+            return error_response(msg.id, err)
+        except Exception:
+            log.exception("internal error in %s id=%r", msg.method, msg.id)
+            return error_response(msg.id, ProtocolError(INTERNAL_ERROR, "Internal error"))
+
+    async def handle_async(
+        self, msg: Request | Notification, principal: Principal, transport: str
+    ) -> dict[str, Any] | None:
+        """As `handle`, running blocking methods in the executor so one slow call blocks no other."""
+        if isinstance(msg, Request):
+            method = self._methods.get(msg.method)
+            if method is not None and method.blocking:
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(
+                    self._executor, self.handle, msg, principal, transport
+                )
+        return self.handle(msg, principal, transport)
+
+    def _run(self, req: Request, principal: Principal, transport: str) -> dict[str, Any]:
+        method = self._methods.get(req.method)
+        if method is None:
+            if req.method == "initialize":
+                # A legacy (handshake) client: name the versions we speak (spec: versioning).
+                requested = req.params.get("protocolVersion")
+                raise unsupported_version(requested if isinstance(requested, str) else "")
+            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
+        meta = read_meta(req.params)
+        result = method.handler(Call(req, meta, principal, transport))
+        result.setdefault("resultType", "complete")
+        result.setdefault("_meta", RESULT_META)
+        return result

@@ -1,0 +1,88 @@
+"""Per-request protocol metadata (`params._meta`) and the client-capability gate.
+
+Spec: basic/index "Per-request protocol fields", basic/versioning. Every request of the 2026-07-28
+revision carries its protocol version and the client's capabilities; nothing is remembered between
+requests, so the gate reads only the capabilities of the request in hand. `clientInfo` is
+self-reported: it is kept for display and logs and never used for a decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import INVALID_PARAMS, MISSING_CAPABILITY, UNSUPPORTED_VERSION, ProtocolError
+
+PROTOCOL_VERSION = "2026-07-28"
+SUPPORTED_VERSIONS: tuple[str, ...] = (PROTOCOL_VERSION,)
+
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMeta:
+    protocol_version: str
+    capabilities: dict[str, Any]
+    client_info: dict[str, Any] | None
+
+
+def unsupported_version(requested: str) -> ProtocolError:
+    return ProtocolError(
+        UNSUPPORTED_VERSION,
+        "Unsupported protocol version",
+        {"supported": list(SUPPORTED_VERSIONS), "requested": requested},
+    )
+
+
+def read_meta(params: dict[str, Any]) -> RequestMeta:
+    """Validate `params._meta`; raise -32602 for missing fields, -32022 for a foreign version."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise ProtocolError(INVALID_PARAMS, "Invalid params: _meta is required and must be an object")
+    version = meta.get(VERSION_KEY)
+    if not isinstance(version, str):
+        raise ProtocolError(INVALID_PARAMS, f"Invalid params: _meta[{VERSION_KEY!r}] must be a string")
+    if version not in SUPPORTED_VERSIONS:
+        raise unsupported_version(version)
+    caps = meta.get(CAPABILITIES_KEY)
+    if not isinstance(caps, dict):
+        raise ProtocolError(
+            INVALID_PARAMS, f"Invalid params: _meta[{CAPABILITIES_KEY!r}] must be an object"
+        )
+    info = meta.get(CLIENT_INFO_KEY)
+    return RequestMeta(version, caps, info if isinstance(info, dict) else None)
+
+
+FORM_ELICITATION: dict[str, Any] = {"elicitation": {"form": {}}}
+SAMPLING: dict[str, Any] = {"sampling": {}}
+
+
+def _missing(required: dict[str, Any], what: str) -> ProtocolError:
+    return ProtocolError(
+        MISSING_CAPABILITY,
+        f"Missing required client capability: {what}",
+        {"requiredCapabilities": required},
+    )
+
+
+def supports_form_elicitation(caps: dict[str, Any]) -> bool:
+    """`elicitation: {}` (form implied) or `elicitation: {form: {...}}`; URL-only is not enough."""
+    elicitation = caps.get("elicitation")
+    if not isinstance(elicitation, dict):
+        return False
+    if not elicitation:
+        return True
+    return isinstance(elicitation.get("form"), dict)
+
+
+def require_form_elicitation(caps: dict[str, Any]) -> None:
+    if not supports_form_elicitation(caps):
+        raise _missing({"elicitation": {"form": {}}}, "elicitation (form mode)")
+
+
+def require_sampling(caps: dict[str, Any]) -> None:
+    if not isinstance(caps.get("sampling"), dict):
+        raise _missing({"sampling": {}}, "sampling")

@@ -1,0 +1,177 @@
+"""`fs-notes serve`: build the policy, open the workspace roots, wire the tools, run a transport."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import ipaddress
+import logging
+import os
+from dataclasses import dataclass
+
+from .app import build_dispatcher, build_methods
+from .cli import ConfigError
+from .fs import FsError, WorkspaceRoot
+from .policy import NotAuthenticated, Policy, PolicyError, Principal, hash_token, load_policy
+from .protocol.dispatch import Dispatcher
+from .tools import read_tools, resources, write_tools
+from .tools.context import NotesEnv
+
+log = logging.getLogger("fs_notes.serve")
+
+
+@dataclass(frozen=True)
+class HttpBind:
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:
+            return False
+
+
+def parse_bind(text: str) -> HttpBind:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"--http takes HOST:PORT (e.g. 127.0.0.1:8765), got {text!r}")
+    return HttpBind(host, int(port))
+
+
+def read_token(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.read().strip()
+    except OSError as exc:
+        raise ConfigError(f"--token-file {path}: {exc.strerror}") from None
+    if len(token) < 16:
+        raise ConfigError(f"--token-file {path}: the token must be at least 16 characters")
+    return token
+
+
+def build_policy(args: argparse.Namespace) -> Policy:
+    if args.policy and args.workspace:
+        raise ConfigError("give either WORKSPACE or --policy FILE, not both")
+    if args.policy:
+        if args.token_file:
+            raise ConfigError("--token-file is for WORKSPACE mode; a policy file holds token hashes")
+        try:
+            return load_policy(args.policy)
+        except PolicyError as exc:
+            raise ConfigError(str(exc)) from None
+    if not args.workspace:
+        raise ConfigError("give the notes folder to serve (fs-notes serve WORKSPACE) or --policy FILE")
+    path = os.path.realpath(args.workspace)
+    if not os.path.isdir(path):
+        raise ConfigError(f"{args.workspace}: not a folder")
+    token_hash = None
+    if args.http:
+        if not args.token_file:
+            raise ConfigError("--http needs --token-file FILE (the bearer token clients must send)")
+        token_hash = hash_token(read_token(args.token_file))
+    elif args.token_file:
+        raise ConfigError("--token-file only applies with --http")
+    try:
+        return Policy.for_single_workspace(path, _local_user(), token_sha256=token_hash)
+    except PolicyError as exc:
+        raise ConfigError(f"{args.workspace}: {exc}") from None
+
+
+def _local_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid-{os.getuid()}"
+
+
+def open_roots(policy: Policy) -> dict[str, WorkspaceRoot]:
+    roots: dict[str, WorkspaceRoot] = {}
+    for ws in policy.workspaces:
+        try:
+            roots[ws.name] = WorkspaceRoot.open(ws.path, symlinks=ws.symlinks)
+        except (FsError, OSError) as exc:
+            for root in roots.values():
+                root.close()
+            raise ConfigError(f'workspace "{ws.name}" ({ws.path}): cannot open the folder: {exc}') from None
+    return roots
+
+
+def build_server(policy: Policy, roots: dict[str, WorkspaceRoot]) -> tuple[Dispatcher, NotesEnv]:
+    env = NotesEnv(policy, roots)
+    tools = read_tools.build(env) + write_tools.build(env, write_tools.DirectWriter(env))
+    list_resources, read_resource = resources.build(env)
+    methods = build_methods(tools, list_resources=list_resources, read_resource=read_resource)
+    return build_dispatcher(methods), env
+
+
+def serve(args: argparse.Namespace) -> int:
+    policy = build_policy(args)
+    bind = parse_bind(args.http) if args.http else None
+    stdio_principal: Principal | None = None
+    if bind is None:
+        try:
+            stdio_principal = policy.local_principal()
+        except PolicyError as exc:
+            raise ConfigError(str(exc)) from None
+    roots = open_roots(policy)
+    dispatcher, _env = build_server(policy, roots)
+    for ws in policy.workspaces:
+        log.warning("serving workspace %s (%s) with resolver %s", ws.name, ws.uri,
+                    roots[ws.name].resolver_name)
+    try:
+        if bind is None:
+            from .transport import stdio
+
+            assert stdio_principal is not None
+            out = stdio.claim_stdout()
+            asyncio.run(stdio.serve(dispatcher, stdio_principal, out))
+        else:
+            _serve_http(args, policy, dispatcher, bind)
+    finally:
+        for root in roots.values():
+            root.close()
+    return 0
+
+
+def _serve_http(args: argparse.Namespace, policy: Policy, dispatcher: Dispatcher, bind: HttpBind) -> None:
+    from .transport import http
+
+    def authenticate(token: str | None) -> Principal | None:
+        if token is None:
+            return None
+        try:
+            return policy.authenticate_token(token)
+        except NotAuthenticated:
+            return None
+
+    if not bind.loopback:
+        log.warning("listening on %s, which is not a loopback address", bind.host)
+
+    def started(port: int) -> None:
+        log.warning("Streamable HTTP at http://%s:%d/mcp", bind.host, port)
+        if args.port_file:
+            tmp = args.port_file + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(str(port))
+            os.replace(tmp, args.port_file)
+
+    # The Host check needs the real port, so port 0 is resolved to a free port first.
+    port = bind.port or _free_port(bind.host)
+    hosts = http.loopback_hosts(port) if bind.loopback else None
+    origins = list(args.allow_origin) + (http.loopback_origins(port) if bind.loopback else [])
+    app = http.build_app(dispatcher, authenticate, allowed_origins=origins, allowed_hosts=hosts)
+    http.run(app, bind.host, port, on_started=started)
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host.strip("[]"), 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,121 @@
+"""Notes as MCP resources: `resources/list` and `resources/read` by `file://` URI."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from ..fs import FsError
+from ..lexical import LexicalError, NoteId, note_uri, validate_note_id
+from ..policy import AccessDenied, Principal
+from ..protocol.dispatch import Call
+from ..protocol.errors import INVALID_PARAMS, ProtocolError
+from ..protocol.models import (
+    RESULT_META,
+    PaginatedParams,
+    ReadResourceParams,
+    Resource,
+    TextResourceContents,
+    parse_params,
+)
+from .context import NotesEnv
+from .read_tools import MAX_NOTE_BYTES, load_note
+
+PAGE = 200
+NOT_FOUND = "Resource not found"
+
+
+def _cursor_after(cursor: str | None) -> tuple[str, str] | None:
+    if cursor is None:
+        return None
+    try:
+        value = json.loads(base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()))
+        ws, note = value["ws"], value["after"]
+        if isinstance(ws, str) and isinstance(note, str):
+            return ws, note
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError):
+        pass
+    raise ProtocolError(INVALID_PARAMS, "Invalid params: invalid cursor")
+
+
+def _cursor(ws: str, note: str) -> str:
+    raw = json.dumps({"ws": ws, "after": note}, ensure_ascii=False).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def build(env: NotesEnv) -> tuple[Any, Any]:
+    def list_resources(call: Call) -> dict[str, Any]:
+        after = _cursor_after(parse_params(PaginatedParams, call.params).cursor)
+        assert isinstance(call.principal, Principal)
+        out: list[dict[str, Any]] = []
+        next_cursor: str | None = None
+        last = ("", "")
+        for ws in env.readable_workspaces(call.principal):
+            name = ws.workspace.name
+            if after is not None and name < after[0]:
+                continue
+            for note_id, st in sorted(ws.root.iter_notes(""), key=lambda e: e[0]):
+                if after is not None and (name, note_id) <= after:
+                    continue
+                if len(out) == PAGE:
+                    next_cursor = _cursor(*last)
+                    break
+                try:
+                    title = load_note(env, ws, note_id, st).title
+                except FsError:
+                    continue
+                out.append(
+                    Resource(
+                        uri=note_uri(ws.base, NoteId(tuple(note_id.split("/")))),
+                        name=note_id,
+                        title=title,
+                        size=st.st_size,
+                    ).wire()
+                )
+                last = (name, note_id)
+            if next_cursor is not None:
+                break
+        result: dict[str, Any] = {
+            "resources": out,
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": RESULT_META,
+        }
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return result
+
+    def read_resource(call: Call) -> dict[str, Any]:
+        uri = parse_params(ReadResourceParams, call.params).uri
+        assert isinstance(call.principal, Principal)
+        try:
+            grant, note_id = env.policy.locate(call.principal, uri, "read")
+            validate_note_id(note_id)
+        except (LexicalError, AccessDenied) as exc:
+            raise ProtocolError(INVALID_PARAMS, NOT_FOUND, {"uri": uri}, log_detail=str(exc)) from None
+        ws = next(
+            (w for w in env.readable_workspaces(call.principal) if w.workspace == grant.workspace),
+            None,
+        )
+        if ws is None:
+            raise ProtocolError(INVALID_PARAMS, NOT_FOUND, {"uri": uri})
+        try:
+            note = load_note(env, ws, note_id, None)
+            text = note.text
+            if text is None:
+                data, _ = ws.root.read_note(note_id, max_bytes=MAX_NOTE_BYTES)
+                text = data.decode("utf-8", errors="replace")
+        except FsError as exc:
+            raise ProtocolError(
+                INVALID_PARAMS, NOT_FOUND, {"uri": uri}, log_detail=type(exc).__name__
+            ) from None
+        return {
+            "contents": [TextResourceContents(uri=uri, text=text).wire()],
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": RESULT_META,
+        }
+
+    return list_resources, read_resource

@@ -1,0 +1,137 @@
+"""Streamable HTTP transport (MCP 2026-07-28) at `/mcp`, on Starlette + uvicorn.
+
+Checks, in order, each answered before the body is acted on:
+  non-POST -> 405 (Allow: POST) | foreign Origin or non-loopback Host when bound to loopback -> 403 |
+  missing/wrong bearer token -> 401 with WWW-Authenticate | body over the limit -> 413 |
+  not JSON -> 400/-32700 | invalid envelope -> 400/-32600 | header/body mismatch -> 400/-32020 |
+  notification -> 202, empty body | request -> 200 JSON, or the status its error code maps to.
+Tokens are compared in constant time by the authenticator; nothing about why authentication failed
+reaches the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..protocol.dispatch import Dispatcher, Principal
+from ..protocol.envelope import EnvelopeError, Request, dumps, error_response, parse
+from ..protocol.errors import HTTP_STATUS, INVALID_REQUEST, ProtocolError
+from .http_headers import check_request_headers
+
+log = logging.getLogger("fs_notes.http")
+
+MAX_BODY = 4 << 20
+Authenticator = Callable[[str | None], Principal | None]
+
+
+def _json(status: int, message: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps(message), status, headers=headers, media_type="application/json")
+
+
+def _plain_error(status: int, code: int, text: str, headers: dict[str, str] | None = None) -> Response:
+    return _json(status, error_response(None, ProtocolError(code, text)), headers)
+
+
+def _bearer(header: str | None) -> str | None:
+    if header is None:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def build_app(
+    dispatcher: Dispatcher,
+    authenticate: Authenticator,
+    *,
+    allowed_origins: Iterable[str] = (),
+    allowed_hosts: Iterable[str] | None = None,
+    max_body: int = MAX_BODY,
+) -> Starlette:
+    origins = frozenset(allowed_origins)
+    hosts = frozenset(h.lower() for h in allowed_hosts) if allowed_hosts is not None else None
+
+    async def endpoint(request: HttpRequest) -> Response:
+        if request.method != "POST":
+            return Response(status_code=405, headers={"Allow": "POST"})
+        origin = request.headers.get("origin")
+        if origin is not None and origin not in origins:
+            log.warning("refused foreign Origin %r", origin[:200])
+            return _plain_error(403, INVALID_REQUEST, "Forbidden origin")
+        if hosts is not None and request.headers.get("host", "").lower() not in hosts:
+            return _plain_error(403, INVALID_REQUEST, "Forbidden host")
+        token = _bearer(request.headers.get("authorization"))
+        principal = authenticate(token) if token is not None else None
+        if principal is None:
+            challenge = 'Bearer realm="fs-notes"'
+            if token is not None:
+                challenge += ', error="invalid_token"'
+            return _plain_error(
+                401, INVALID_REQUEST, "Unauthorized", {"WWW-Authenticate": challenge}
+            )
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > max_body):
+            return _plain_error(413, INVALID_REQUEST, "Request body too large")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_body:
+                return _plain_error(413, INVALID_REQUEST, "Request body too large")
+        try:
+            msg = parse(bytes(body))
+        except EnvelopeError as exc:
+            return _json(400, error_response(exc.id, exc.error))
+        if isinstance(msg, Request):
+            try:
+                check_request_headers(request.headers, msg)
+            except ProtocolError as err:
+                return _json(400, error_response(msg.id, err))
+        response = await dispatcher.handle_async(msg, principal, "http")
+        if response is None:
+            return Response(status_code=202)
+        error = response.get("error")
+        status = HTTP_STATUS.get(error["code"], 500) if error else 200
+        return _json(status, response)
+
+    return Starlette(
+        routes=[Route("/mcp", endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH"])]
+    )
+
+
+def loopback_hosts(port: int) -> list[str]:
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    return [f"{n}:{port}" for n in names] + names
+
+
+def loopback_origins(port: int) -> list[str]:
+    return [f"http://{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]")]
+
+
+def run(
+    app: Starlette, host: str, port: int, *, on_started: Callable[[int], None] | None = None
+) -> None:
+    """Serve until SIGTERM/SIGINT (uvicorn installs the handlers and shuts down gracefully)."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    if on_started is not None:
+        original = server.startup
+
+        async def startup(sockets: Any = None) -> None:
+            await original(sockets)
+            bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
+            on_started(int(bound))
+
+        server.startup = startup  # type: ignore[method-assign]
+    server.run()

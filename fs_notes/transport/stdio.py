@@ -1,0 +1,143 @@
+"""stdio transport: newline-delimited JSON-RPC on stdin/stdout; logs on stderr only.
+
+Each request runs as its own task (blocking methods in a thread pool), so a slow call never holds
+up the others; responses are written whole, one per line, from the event loop thread. The
+protocol stream gets a private duplicate of fd 1 and fd 1 itself is pointed at stderr, so a stray
+print or a child process can never corrupt the stream. Ends cleanly on EOF, SIGTERM or SIGINT,
+after the requests in flight have been answered (bounded by a grace period).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import stat
+import sys
+from collections.abc import Callable
+from typing import BinaryIO
+
+from ..protocol.dispatch import Dispatcher, Principal
+from ..protocol.envelope import EnvelopeError, dumps, error_response, parse
+from ..protocol.errors import INVALID_REQUEST, ProtocolError
+
+log = logging.getLogger("fs_notes.stdio")
+
+MAX_LINE = 8 << 20  # bytes in one message
+GRACE_SECONDS = 10.0
+
+
+def claim_stdout() -> BinaryIO:
+    """Return a private binary stream on the real stdout; send fd 1 to stderr from now on."""
+    proto_fd = os.dup(1)
+    os.set_inheritable(proto_fd, False)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(proto_fd, "wb", buffering=0)
+
+
+class _LineReader:
+    """Reads newline-terminated messages, refusing (and skipping) lines over MAX_LINE."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    async def next(self) -> bytes | None:
+        """The next line; b"" for an oversized line that was skipped; None at EOF."""
+        try:
+            return await self._reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            return exc.partial or None
+        except asyncio.LimitOverrunError:
+            while True:  # drop the rest of the oversized line
+                try:
+                    await self._reader.readuntil(b"\n")
+                    return b""
+                except asyncio.LimitOverrunError as exc:
+                    await self._reader.readexactly(exc.consumed)
+                except asyncio.IncompleteReadError:
+                    return None
+
+
+async def _open_stdin(limit: int) -> asyncio.StreamReader:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    mode = os.fstat(0).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        return reader
+
+    def pump() -> None:  # a regular file as stdin: read it in a thread
+        with open(0, "rb", closefd=False) as f:
+            for chunk in iter(lambda: f.read(65536), b""):
+                loop.call_soon_threadsafe(reader.feed_data, chunk)
+        loop.call_soon_threadsafe(reader.feed_eof)
+
+    loop.run_in_executor(None, pump)
+    return reader
+
+
+async def serve(
+    dispatcher: Dispatcher,
+    principal: Principal,
+    out: BinaryIO,
+    *,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    stream = await _open_stdin(MAX_LINE)
+    reader = _LineReader(stream)
+    loop = asyncio.get_running_loop()
+    stopping = False
+
+    def on_signal() -> None:
+        nonlocal stopping
+        stopping = True
+        stream.feed_eof()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    inflight: set[asyncio.Task[None]] = set()
+
+    def write(message: dict[str, object]) -> None:
+        nonlocal stopping
+        try:
+            out.write(dumps(message) + b"\n")
+        except (BrokenPipeError, ValueError):
+            stopping = True
+
+    async def run(raw: bytes) -> None:
+        try:
+            msg = parse(raw)
+        except EnvelopeError as exc:
+            write(error_response(exc.id, exc.error))
+            return
+        response = await dispatcher.handle_async(msg, principal, "stdio")
+        if response is not None:
+            write(response)
+
+    if on_ready:
+        on_ready()
+    try:
+        while not stopping:
+            line = await reader.next()
+            if line is None:
+                break
+            if line == b"":
+                write(error_response(None, ProtocolError(INVALID_REQUEST, "Message too large")))
+                continue
+            if not line.strip():
+                continue
+            task = asyncio.create_task(run(line))
+            inflight.add(task)
+            task.add_done_callback(inflight.discard)
+    finally:
+        if inflight:
+            _, pending = await asyncio.wait(inflight, timeout=GRACE_SECONDS)
+            for task in pending:
+                task.cancel()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+    log.info("stdio transport closed")
