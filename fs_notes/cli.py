@@ -27,21 +27,25 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--policy", help="policy file (TOML): principals, workspaces, grants")
     serve.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP at /mcp")
     serve.add_argument("--token-file", help="bearer token for --http without --policy")
-    serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                       help="a browser Origin allowed to call the HTTP endpoint (repeatable)")
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser Origin allowed to call the HTTP endpoint (repeatable)",
+    )
     serve.add_argument("--state-key-file", help="key ring for sealing requestState")
     serve.add_argument("--replay-db", help="SQLite file of spent confirmation nonces")
     serve.add_argument("--audit-log", help="append destructive decisions here as JSON lines")
-    serve.add_argument("--allow-unconfined", action="store_true",
-                       help="allow deletion without an OS containment layer (weaker; logged)")
+    serve.add_argument(
+        "--allow-unconfined",
+        action="store_true",
+        help="allow deletion without an OS containment layer (weaker; logged)",
+    )
     serve.add_argument("--port-file", help=argparse.SUPPRESS)
 
     check = sub.add_parser("check", help="which containment layers this host can enforce")
     check.add_argument("--json", action="store_true")
-
-    exercises = sub.add_parser("exercises", help="run the escape exercises against the server")
-    exercises.add_argument("--json", action="store_true")
-    exercises.add_argument("--race", action="store_true", help="also run the race harness")
 
     sub.add_parser("demo", help="a scripted session on a bundled sample folder")
     return parser
@@ -63,10 +67,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .check import check
 
             return check(as_json=args.json)
-        if args.command == "exercises":
-            from .exercises import run_exercises
-
-            return run_exercises(as_json=args.json, race=args.race)
         if args.command == "demo":
             from .demo import demo
 

@@ -8,15 +8,20 @@ import getpass
 import ipaddress
 import logging
 import os
+import sqlite3
 from dataclasses import dataclass
 
 from .app import build_dispatcher, build_methods
 from .cli import ConfigError
+from .confirm.audit import AuditLog
+from .confirm.replay import ReplayStore, default_replay_path
+from .confirm.state import KeyFileError, KeyRing, StateSealer
 from .fs import FsError, WorkspaceRoot
 from .policy import NotAuthenticated, Policy, PolicyError, Principal, hash_token, load_policy
 from .protocol.dispatch import Dispatcher
 from .tools import read_tools, resources, write_tools
 from .tools.context import NotesEnv
+from .tools.delete import DeleteTool, DirectDeleter, NoteDeleter
 
 log = logging.getLogger("fs_notes.serve")
 
@@ -59,13 +64,17 @@ def build_policy(args: argparse.Namespace) -> Policy:
         raise ConfigError("give either WORKSPACE or --policy FILE, not both")
     if args.policy:
         if args.token_file:
-            raise ConfigError("--token-file is for WORKSPACE mode; a policy file holds token hashes")
+            raise ConfigError(
+                "--token-file is for WORKSPACE mode; a policy file holds token hashes"
+            )
         try:
             return load_policy(args.policy)
         except PolicyError as exc:
             raise ConfigError(str(exc)) from None
     if not args.workspace:
-        raise ConfigError("give the notes folder to serve (fs-notes serve WORKSPACE) or --policy FILE")
+        raise ConfigError(
+            "give the notes folder to serve (fs-notes serve WORKSPACE) or --policy FILE"
+        )
     path = os.path.realpath(args.workspace)
     if not os.path.isdir(path):
         raise ConfigError(f"{args.workspace}: not a folder")
@@ -97,13 +106,57 @@ def open_roots(policy: Policy) -> dict[str, WorkspaceRoot]:
         except (FsError, OSError) as exc:
             for root in roots.values():
                 root.close()
-            raise ConfigError(f'workspace "{ws.name}" ({ws.path}): cannot open the folder: {exc}') from None
+            raise ConfigError(
+                f'workspace "{ws.name}" ({ws.path}): cannot open the folder: {exc}'
+            ) from None
     return roots
 
 
-def build_server(policy: Policy, roots: dict[str, WorkspaceRoot]) -> tuple[Dispatcher, NotesEnv]:
+@dataclass
+class ConfirmParts:
+    """What notes_delete needs besides the workspaces (see tools/delete.py)."""
+
+    sealer: StateSealer
+    replay: ReplayStore
+    audit: AuditLog
+
+
+def open_confirm_parts(args: argparse.Namespace) -> ConfirmParts:
+    try:
+        keyring = (
+            KeyRing.from_file(args.state_key_file) if args.state_key_file else KeyRing.ephemeral()
+        )
+    except (KeyFileError, OSError) as exc:
+        raise ConfigError(f"--state-key-file {args.state_key_file}: {exc}") from None
+    path = args.replay_db or default_replay_path()
+    try:
+        replay = ReplayStore(path)
+    except (OSError, sqlite3.Error) as exc:
+        raise ConfigError(f"--replay-db {path}: {exc}") from None
+    try:
+        audit = AuditLog(args.audit_log)
+    except OSError as exc:
+        raise ConfigError(f"--audit-log {args.audit_log}: {exc.strerror}") from None
+    return ConfirmParts(StateSealer(keyring), replay, audit)
+
+
+def build_server(
+    policy: Policy,
+    roots: dict[str, WorkspaceRoot],
+    confirm: ConfirmParts,
+    *,
+    deleter: NoteDeleter | None = None,
+    writer: write_tools.NoteWriter | None = None,
+) -> tuple[Dispatcher, NotesEnv]:
     env = NotesEnv(policy, roots)
-    tools = read_tools.build(env) + write_tools.build(env, write_tools.DirectWriter(env))
+    delete = DeleteTool(
+        env, confirm.sealer, confirm.replay, confirm.audit, deleter or DirectDeleter(env)
+    )
+    tools = (
+        read_tools.build(env)
+        + write_tools.build(env, writer or write_tools.DirectWriter(env))
+        + [delete.spec()]
+    )
     list_resources, read_resource = resources.build(env)
     methods = build_methods(tools, list_resources=list_resources, read_resource=read_resource)
     return build_dispatcher(methods), env
@@ -118,11 +171,16 @@ def serve(args: argparse.Namespace) -> int:
             stdio_principal = policy.local_principal()
         except PolicyError as exc:
             raise ConfigError(str(exc)) from None
+    confirm = open_confirm_parts(args)
     roots = open_roots(policy)
-    dispatcher, _env = build_server(policy, roots)
+    dispatcher, _env = build_server(policy, roots, confirm)
     for ws in policy.workspaces:
-        log.warning("serving workspace %s (%s) with resolver %s", ws.name, ws.uri,
-                    roots[ws.name].resolver_name)
+        log.warning(
+            "serving workspace %s (%s) with resolver %s",
+            ws.name,
+            ws.uri,
+            roots[ws.name].resolver_name,
+        )
     try:
         if bind is None:
             from .transport import stdio
@@ -135,10 +193,14 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         for root in roots.values():
             root.close()
+        confirm.replay.close()
+        confirm.audit.close()
     return 0
 
 
-def _serve_http(args: argparse.Namespace, policy: Policy, dispatcher: Dispatcher, bind: HttpBind) -> None:
+def _serve_http(
+    args: argparse.Namespace, policy: Policy, dispatcher: Dispatcher, bind: HttpBind
+) -> None:
     from .transport import http
 
     def authenticate(token: str | None) -> Principal | None:

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from wire import HttpServer, StdioServer, check_message, http_server, meta, request, stdio_server
 
 TOKEN = "test-token-0123456789abcdef"
-TOOLS = {"notes_list", "notes_read", "notes_search", "notes_create", "notes_update"}
+TOOLS = {"notes_list", "notes_read", "notes_search", "notes_create", "notes_update", "notes_delete"}
 
 
 @dataclass(frozen=True)
@@ -49,63 +48,203 @@ GOLDEN = [
     Golden("empty-batch", [], -32600, status=400, id_echo=False),
     Golden("scalar", 42, -32600, status=400, id_echo=False),
     Golden("wrong-jsonrpc", {**_req("server/discover"), "jsonrpc": "1.0"}, -32600, status=400),
-    Golden("missing-jsonrpc", {k: v for k, v in _req("server/discover").items() if k != "jsonrpc"},
-           -32600, status=400),
-    Golden("id-null", _bare(id=None, method="server/discover", params={"_meta": meta()}), -32600,
-           status=400, id_echo=False),
-    Golden("id-float", _bare(id=1.5, method="server/discover", params={"_meta": meta()}), -32600,
-           status=400, id_echo=False),
-    Golden("id-bool", _bare(id=True, method="server/discover", params={"_meta": meta()}), -32600,
-           status=400, id_echo=False),
-    Golden("id-object", _bare(id={"a": 1}, method="server/discover", params={"_meta": meta()}),
-           -32600, status=400, id_echo=False),
-    Golden("method-not-string", _bare(id=1, method=5, params={"_meta": meta()}), -32600, status=400),
+    Golden(
+        "missing-jsonrpc",
+        {k: v for k, v in _req("server/discover").items() if k != "jsonrpc"},
+        -32600,
+        status=400,
+    ),
+    Golden(
+        "id-null",
+        _bare(id=None, method="server/discover", params={"_meta": meta()}),
+        -32600,
+        status=400,
+        id_echo=False,
+    ),
+    Golden(
+        "id-float",
+        _bare(id=1.5, method="server/discover", params={"_meta": meta()}),
+        -32600,
+        status=400,
+        id_echo=False,
+    ),
+    Golden(
+        "id-bool",
+        _bare(id=True, method="server/discover", params={"_meta": meta()}),
+        -32600,
+        status=400,
+        id_echo=False,
+    ),
+    Golden(
+        "id-object",
+        _bare(id={"a": 1}, method="server/discover", params={"_meta": meta()}),
+        -32600,
+        status=400,
+        id_echo=False,
+    ),
+    Golden(
+        "method-not-string", _bare(id=1, method=5, params={"_meta": meta()}), -32600, status=400
+    ),
     Golden("params-array", _bare(id=1, method="server/discover", params=[1]), -32600, status=400),
     Golden("a-response", _bare(id=1, result={}), -32600, status=400),
     Golden("unknown-method", _req("notes/frobnicate"), -32601, status=404),
     Golden("meta-missing", _bare(id=1, method="server/discover", params={}), -32602, status=400),
-    Golden("meta-not-object", _bare(id=1, method="server/discover", params={"_meta": []}), -32602,
-           status=400),
-    Golden("version-missing", _bare(id=1, method="server/discover", params={"_meta": {
-        "io.modelcontextprotocol/clientCapabilities": {}}}), -32602, status=400),
-    Golden("version-not-string", _bare(id=1, method="server/discover", params={"_meta": {
-        "io.modelcontextprotocol/protocolVersion": 20260728,
-        "io.modelcontextprotocol/clientCapabilities": {}}}), -32602, status=400),
-    Golden("version-unsupported", _bare(id=7, method="server/discover", params={"_meta": {
-        "io.modelcontextprotocol/protocolVersion": "1900-01-01",
-        "io.modelcontextprotocol/clientCapabilities": {}}}), -32022,
-        data={"supported": ["2026-07-28"], "requested": "1900-01-01"}, status=400),
-    Golden("version-legacy", _bare(id="v", method="tools/list", params={"_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2025-11-25",
-        "io.modelcontextprotocol/clientCapabilities": {}}}), -32022,
-        data={"supported": ["2026-07-28"], "requested": "2025-11-25"}, status=400),
-    Golden("capabilities-missing", _bare(id=1, method="server/discover", params={"_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}), -32602, status=400),
-    Golden("capabilities-not-object", _bare(id=1, method="server/discover", params={"_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": "all"}}), -32602, status=400),
-    Golden("notification", _bare(method="notifications/cancelled", params={"requestId": 1}),
-           silent=True, status=202),
+    Golden(
+        "meta-not-object",
+        _bare(id=1, method="server/discover", params={"_meta": []}),
+        -32602,
+        status=400,
+    ),
+    Golden(
+        "version-missing",
+        _bare(
+            id=1,
+            method="server/discover",
+            params={"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}},
+        ),
+        -32602,
+        status=400,
+    ),
+    Golden(
+        "version-not-string",
+        _bare(
+            id=1,
+            method="server/discover",
+            params={
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": 20260728,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                }
+            },
+        ),
+        -32602,
+        status=400,
+    ),
+    Golden(
+        "version-unsupported",
+        _bare(
+            id=7,
+            method="server/discover",
+            params={
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "1900-01-01",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                }
+            },
+        ),
+        -32022,
+        data={"supported": ["2026-07-28"], "requested": "1900-01-01"},
+        status=400,
+    ),
+    Golden(
+        "version-legacy",
+        _bare(
+            id="v",
+            method="tools/list",
+            params={
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2025-11-25",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                }
+            },
+        ),
+        -32022,
+        data={"supported": ["2026-07-28"], "requested": "2025-11-25"},
+        status=400,
+    ),
+    Golden(
+        "capabilities-missing",
+        _bare(
+            id=1,
+            method="server/discover",
+            params={"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+        ),
+        -32602,
+        status=400,
+    ),
+    Golden(
+        "capabilities-not-object",
+        _bare(
+            id=1,
+            method="server/discover",
+            params={
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": "all",
+                }
+            },
+        ),
+        -32602,
+        status=400,
+    ),
+    Golden(
+        "notification",
+        _bare(method="notifications/cancelled", params={"requestId": 1}),
+        silent=True,
+        status=202,
+    ),
     Golden("notification-unknown", _bare(method="notifications/whatever"), silent=True, status=202),
     Golden("discover", _req("server/discover")),
     Golden("tools-list", _req("tools/list")),
     Golden("tools-list-bad-cursor", _req("tools/list", {"cursor": "nope"}), -32602, status=400),
-    Golden("call-unknown-tool", _req("tools/call", {"name": "rm_rf", "arguments": {}}), -32602,
-           status=400),
-    Golden("call-missing-argument", _req("tools/call", {"name": "notes_read", "arguments": {
-        "workspaceUri": "file:///x"}}), -32602, status=400, extra={"message_has": "'id'"}),
-    Golden("call-extra-argument", _req("tools/call", {"name": "notes_read", "arguments": {
-        "workspaceUri": "file:///x", "id": "a.md", "force": True}}), -32602, status=400,
-        extra={"message_has": "'force'"}),
-    Golden("call-wrong-type", _req("tools/call", {"name": "notes_read", "arguments": {
-        "workspaceUri": "file:///x", "id": 5}}), -32602, status=400, extra={"message_has": "'id'"}),
-    Golden("call-arguments-not-object", _req("tools/call", {"name": "notes_read", "arguments": [1]}),
-           -32602, status=400),
+    Golden(
+        "call-unknown-tool",
+        _req("tools/call", {"name": "rm_rf", "arguments": {}}),
+        -32602,
+        status=400,
+    ),
+    Golden(
+        "call-missing-argument",
+        _req("tools/call", {"name": "notes_read", "arguments": {"workspaceUri": "file:///x"}}),
+        -32602,
+        status=400,
+        extra={"message_has": "'id'"},
+    ),
+    Golden(
+        "call-extra-argument",
+        _req(
+            "tools/call",
+            {
+                "name": "notes_read",
+                "arguments": {"workspaceUri": "file:///x", "id": "a.md", "force": True},
+            },
+        ),
+        -32602,
+        status=400,
+        extra={"message_has": "'force'"},
+    ),
+    Golden(
+        "call-wrong-type",
+        _req(
+            "tools/call",
+            {"name": "notes_read", "arguments": {"workspaceUri": "file:///x", "id": 5}},
+        ),
+        -32602,
+        status=400,
+        extra={"message_has": "'id'"},
+    ),
+    Golden(
+        "call-arguments-not-object",
+        _req("tools/call", {"name": "notes_read", "arguments": [1]}),
+        -32602,
+        status=400,
+    ),
     Golden("call-name-missing", _req("tools/call", {"arguments": {}}), -32602, status=400),
-    Golden("initialize-legacy", _bare(id=1, method="initialize", params={
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "old", "version": "1"}}), -32022,
-        data={"supported": ["2026-07-28"], "requested": "2025-11-25"}, status=400),
+    Golden(
+        "initialize-legacy",
+        _bare(
+            id=1,
+            method="initialize",
+            params={
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "old", "version": "1"},
+            },
+        ),
+        -32022,
+        data={"supported": ["2026-07-28"], "requested": "2025-11-25"},
+        status=400,
+    ),
 ]
 
 
@@ -155,7 +294,9 @@ def http(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     tmp = tmp_path_factory.mktemp("http")
     token_file = tmp / "token"
     token_file.write_text(TOKEN + "\n")
-    with http_server(str(workspace), "--token-file", str(token_file), tmp=tmp, token=TOKEN) as server:
+    with http_server(
+        str(workspace), "--token-file", str(token_file), tmp=tmp, token=TOKEN
+    ) as server:
         yield server
 
 
@@ -206,7 +347,8 @@ def test_tools_list_is_byte_identical_across_calls_and_instances(
 
 
 def test_stdio_answers_interleaved_requests_by_id(stdio: StdioServer) -> None:
-    stdio.send_raw(b"".join(json.dumps(_req("tools/list", id=f"r{i}")).encode() + b"\n"
-                            for i in range(20)))
+    stdio.send_raw(
+        b"".join(json.dumps(_req("tools/list", id=f"r{i}")).encode() + b"\n" for i in range(20))
+    )
     ids = {stdio.recv()["id"] for _ in range(20)}
     assert ids == {f"r{i}" for i in range(20)}

@@ -89,21 +89,44 @@ def meta(caps: dict[str, Any] | None = None, version: Any = PROTOCOL_VERSION) ->
     }
 
 
-def request(id: int | str, method: str, params: dict[str, Any] | None = None,
-            caps: dict[str, Any] | None = None) -> dict[str, Any]:
+def request(
+    id: int | str,
+    method: str,
+    params: dict[str, Any] | None = None,
+    caps: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     p = dict(params or {})
     p.setdefault("_meta", meta(caps))
     return {"jsonrpc": "2.0", "id": id, "method": method, "params": p}
 
 
-def call_tool(id: int | str, name: str, arguments: dict[str, Any],
-              caps: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+def call_tool(
+    id: int | str,
+    name: str,
+    arguments: dict[str, Any],
+    caps: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     return request(id, "tools/call", {"name": name, "arguments": arguments, **extra}, caps)
+
+
+_STATE_HOME: str | None = None
+
+
+def _state_home() -> str:
+    """A private XDG_STATE_HOME so servers under test never touch the user's replay database."""
+    global _STATE_HOME
+    if _STATE_HOME is None:
+        import tempfile
+
+        _STATE_HOME = tempfile.mkdtemp(prefix="fs-notes-test-state-")
+    return _STATE_HOME
 
 
 def child_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
+    env["XDG_STATE_HOME"] = _state_home()
     env.update(extra)
     return env
 
@@ -188,9 +211,11 @@ class StdioServer:
 class HttpServer:
     """`fs-notes serve ... --http 127.0.0.1:0`; waits for the bound port."""
 
-    def __init__(self, *args: str, tmp: Path, token: str | None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, tmp: Path, token: str | None, env: dict[str, str] | None = None
+    ) -> None:
         self.port_file = tmp / f"port-{time.monotonic_ns()}"
-        extra = list(args) + ["--http", "127.0.0.1:0", "--port-file", str(self.port_file)]
+        extra = [*args, "--http", "127.0.0.1:0", "--port-file", str(self.port_file)]
         self.token = token
         self.log_path = tmp / f"server-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
@@ -215,14 +240,19 @@ class HttpServer:
         self.client = httpx.Client(timeout=20)
 
     def headers_for(self, message: Any) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
         if self.token is not None:
             headers["Authorization"] = f"Bearer {self.token}"
         if isinstance(message, dict):
             params = message.get("params") if isinstance(message.get("params"), dict) else {}
             m = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
             version = m.get("io.modelcontextprotocol/protocolVersion")
-            headers["MCP-Protocol-Version"] = version if isinstance(version, str) else PROTOCOL_VERSION
+            headers["MCP-Protocol-Version"] = (
+                version if isinstance(version, str) else PROTOCOL_VERSION
+            )
             if isinstance(message.get("method"), str):
                 headers["Mcp-Method"] = message["method"]
             for key in ("name", "uri"):
@@ -233,7 +263,9 @@ class HttpServer:
                     else:
                         import base64
 
-                        headers["Mcp-Name"] = "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+                        headers["Mcp-Name"] = (
+                            "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+                        )
                     break
         return headers
 
@@ -275,7 +307,9 @@ def stdio_server(*args: str, env: dict[str, str] | None = None) -> Iterator[Stdi
 
 
 @contextmanager
-def http_server(*args: str, tmp: Path, token: str | None, env: dict[str, str] | None = None) -> Iterator[HttpServer]:
+def http_server(
+    *args: str, tmp: Path, token: str | None, env: dict[str, str] | None = None
+) -> Iterator[HttpServer]:
     server = HttpServer(*args, tmp=tmp, token=token, env=env)
     try:
         yield server

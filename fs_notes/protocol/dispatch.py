@@ -79,7 +79,7 @@ class Dispatcher:
     async def handle_async(
         self, msg: Request | Notification, principal: Principal, transport: str
     ) -> dict[str, Any] | None:
-        """As `handle`, running blocking methods in the executor so one slow call blocks no other."""
+        """As `handle`; blocking methods run in the executor, so a slow call blocks no other."""
         if isinstance(msg, Request):
             method = self._methods.get(msg.method)
             if method is not None and method.blocking:

@@ -41,10 +41,14 @@ def read_meta(params: dict[str, Any]) -> RequestMeta:
     """Validate `params._meta`; raise -32602 for missing fields, -32022 for a foreign version."""
     meta = params.get("_meta")
     if not isinstance(meta, dict):
-        raise ProtocolError(INVALID_PARAMS, "Invalid params: _meta is required and must be an object")
+        raise ProtocolError(
+            INVALID_PARAMS, "Invalid params: _meta is required and must be an object"
+        )
     version = meta.get(VERSION_KEY)
     if not isinstance(version, str):
-        raise ProtocolError(INVALID_PARAMS, f"Invalid params: _meta[{VERSION_KEY!r}] must be a string")
+        raise ProtocolError(
+            INVALID_PARAMS, f"Invalid params: _meta[{VERSION_KEY!r}] must be a string"
+        )
     if version not in SUPPORTED_VERSIONS:
         raise unsupported_version(version)
     caps = meta.get(CAPABILITIES_KEY)

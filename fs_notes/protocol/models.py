@@ -51,7 +51,8 @@ class CallToolParams(_Params):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     input_responses: dict[str, Any] | None = Field(default=None, alias="inputResponses")
-    request_state: str | None = Field(default=None, alias="requestState")
+    # Not typed as str: a malformed state gets the same fixed refusal as a forged one.
+    request_state: Any = Field(default=None, alias="requestState")
 
 
 class ReadResourceParams(_Params):

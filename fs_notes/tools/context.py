@@ -112,9 +112,9 @@ def note_id_arg(raw: str) -> NoteId:
         raise ToolFailure(f"invalid note id: {exc}") from None
 
 
-def guarded(fn: Callable[[Call, dict[str, Any]], dict[str, Any]]) -> Callable[
-    [Call, dict[str, Any]], dict[str, Any]
-]:
+def guarded(
+    fn: Callable[[Call, dict[str, Any]], dict[str, Any]],
+) -> Callable[[Call, dict[str, Any]], dict[str, Any]]:
     """Turn ToolFailure into a tool error result."""
 
     def run(call: Call, args: dict[str, Any]) -> dict[str, Any]:

@@ -30,12 +30,19 @@ class NoteCache:
         self._used = 0
         self._lock = threading.Lock()
 
-    def get(self, workspace: str, note_id: str, key: tuple[int, int, int, int, int]) -> CachedNote | None:
+    def get(
+        self, workspace: str, note_id: str, key: tuple[int, int, int, int, int]
+    ) -> CachedNote | None:
         entry = self._entries.get((workspace, note_id))
         return entry if entry is not None and entry.key == key else None
 
     def put(
-        self, workspace: str, note_id: str, key: tuple[int, int, int, int, int], title: str, text: str
+        self,
+        workspace: str,
+        note_id: str,
+        key: tuple[int, int, int, int, int],
+        title: str,
+        text: str,
     ) -> CachedNote:
         size = 2 * len(text)
         with self._lock:

@@ -27,7 +27,9 @@ SNIPPET_CHARS = 160
 
 
 def iso_time(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    )
 
 
 def _key(ident: Identity) -> tuple[int, int, int, int, int]:
@@ -60,7 +62,7 @@ def _decode_cursor(cursor: str) -> str:
         raise ToolFailure("invalid cursor: pass back the nextCursor of a previous page") from None
     if not isinstance(value, dict) or not isinstance(value.get("after"), str):
         raise ToolFailure("invalid cursor: pass back the nextCursor of a previous page")
-    return value["after"]
+    return str(value["after"])
 
 
 def build(env: NotesEnv) -> list[ToolSpec]:
@@ -87,7 +89,12 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             except FsError:
                 continue  # vanished or replaced since the listing: skip it
             notes.append(
-                {"id": note_id, "title": title, "size": st.st_size, "modified": iso_time(st.st_mtime_ns)}
+                {
+                    "id": note_id,
+                    "title": title,
+                    "size": st.st_size,
+                    "modified": iso_time(st.st_mtime_ns),
+                }
             )
         structured: dict[str, Any] = {"notes": notes}
         if more and page:
@@ -143,8 +150,11 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             content=[TextContent(text="\n".join(lines))], structured_content={"matches": matches}
         ).wire()
 
-    folder_arg = {"type": "string", "maxLength": 4096,
-                  "description": "Only notes beneath this folder (relative to the workspace)"}
+    folder_arg = {
+        "type": "string",
+        "maxLength": 4096,
+        "description": "Only notes beneath this folder (relative to the workspace)",
+    }
     return [
         ToolSpec(
             name="notes_list",
@@ -154,13 +164,22 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             properties={
                 "workspaceUri": WORKSPACE_URI,
                 "folder": folder_arg,
-                "cursor": {"type": "string", "maxLength": 8192,
-                           "description": "nextCursor from the previous page"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": LIST_PAGE_MAX,
-                          "description": f"Page size (default {LIST_PAGE_DEFAULT})"},
+                "cursor": {
+                    "type": "string",
+                    "maxLength": 8192,
+                    "description": "nextCursor from the previous page",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": LIST_PAGE_MAX,
+                    "description": f"Page size (default {LIST_PAGE_DEFAULT})",
+                },
             },
             required=("workspaceUri",),
-            read_only=True, destructive=False, idempotent=True,
+            read_only=True,
+            destructive=False,
+            idempotent=True,
             handler=notes_list,
         ),
         ToolSpec(
@@ -169,7 +188,9 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             description="Read one note's markdown content by id.",
             properties={"workspaceUri": WORKSPACE_URI, "id": NOTE_ID},
             required=("workspaceUri", "id"),
-            read_only=True, destructive=False, idempotent=True,
+            read_only=True,
+            destructive=False,
+            idempotent=True,
             handler=notes_read,
         ),
         ToolSpec(
@@ -179,13 +200,23 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             "each with a snippet.",
             properties={
                 "workspaceUri": WORKSPACE_URI,
-                "query": {"type": "string", "minLength": 1, "maxLength": 256,
-                          "description": "Text to look for (case-insensitive)"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT_MAX,
-                          "description": f"Most matches to return (default {SEARCH_LIMIT_DEFAULT})"},
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 256,
+                    "description": "Text to look for (case-insensitive)",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": SEARCH_LIMIT_MAX,
+                    "description": f"Most matches to return (default {SEARCH_LIMIT_DEFAULT})",
+                },
             },
             required=("workspaceUri", "query"),
-            read_only=True, destructive=False, idempotent=True,
+            read_only=True,
+            destructive=False,
+            idempotent=True,
             handler=notes_search,
         ),
     ]

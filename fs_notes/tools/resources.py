@@ -94,7 +94,9 @@ def build(env: NotesEnv) -> tuple[Any, Any]:
             grant, note_id = env.policy.locate(call.principal, uri, "read")
             validate_note_id(note_id)
         except (LexicalError, AccessDenied) as exc:
-            raise ProtocolError(INVALID_PARAMS, NOT_FOUND, {"uri": uri}, log_detail=str(exc)) from None
+            raise ProtocolError(
+                INVALID_PARAMS, NOT_FOUND, {"uri": uri}, log_detail=str(exc)
+            ) from None
         ws = next(
             (w for w in env.readable_workspaces(call.principal) if w.workspace == grant.workspace),
             None,

@@ -68,7 +68,9 @@ def build(env: NotesEnv, writer: NoteWriter) -> list[ToolSpec]:
             "fails if a note already exists at that id.",
             properties=props,
             required=("workspaceUri", "id", "content"),
-            read_only=False, destructive=False, idempotent=False,
+            read_only=False,
+            destructive=False,
+            idempotent=False,
             handler=notes_create,
         ),
         ToolSpec(
@@ -77,7 +79,9 @@ def build(env: NotesEnv, writer: NoteWriter) -> list[ToolSpec]:
             description="Replace an existing note's whole content atomically.",
             properties=props,
             required=("workspaceUri", "id", "content"),
-            read_only=False, destructive=True, idempotent=True,
+            read_only=False,
+            destructive=True,
+            idempotent=True,
             handler=notes_update,
         ),
     ]

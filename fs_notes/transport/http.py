@@ -1,7 +1,7 @@
 """Streamable HTTP transport (MCP 2026-07-28) at `/mcp`, on Starlette + uvicorn.
 
 Checks, in order, each answered before the body is acted on:
-  non-POST -> 405 (Allow: POST) | foreign Origin or non-loopback Host when bound to loopback -> 403 |
+  non-POST -> 405 (Allow: POST) | foreign Origin, or a non-loopback Host on a loopback bind -> 403 |
   missing/wrong bearer token -> 401 with WWW-Authenticate | body over the limit -> 413 |
   not JSON -> 400/-32700 | invalid envelope -> 400/-32600 | header/body mismatch -> 400/-32020 |
   notification -> 202, empty body | request -> 200 JSON, or the status its error code maps to.
@@ -35,7 +35,9 @@ def _json(status: int, message: dict[str, Any], headers: dict[str, str] | None =
     return Response(dumps(message), status, headers=headers, media_type="application/json")
 
 
-def _plain_error(status: int, code: int, text: str, headers: dict[str, str] | None = None) -> Response:
+def _plain_error(
+    status: int, code: int, text: str, headers: dict[str, str] | None = None
+) -> Response:
     return _json(status, error_response(None, ProtocolError(code, text)), headers)
 
 

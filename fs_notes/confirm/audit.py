@@ -1,0 +1,130 @@
+"""The audit trail of destructive decisions: one JSON object per line.
+
+Guarantees: each record is one ``write()`` of one complete line to a file opened with
+O_APPEND|O_CLOEXEC (created 0600), so concurrent writers (threads, processes) never interleave
+within a line on a local filesystem; control characters are escaped, so a record is always exactly
+one line. A record holds only: time (ISO-8601 UTC), principal, workspace, note_id, outcome (a
+fixed vocabulary) and an optional reason code (``[a-z0-9-]``). There is no field for note content,
+secrets, tokens or the requestState, and a reason is a code, not free text. Long strings are cut
+at `MAX_FIELD_CHARS`.
+
+Not guaranteed: durability across a power loss (no fsync per line), tamper-evidence (anyone who
+can write the file can edit it), or that every decision is recorded (the caller calls `record`).
+With ``path=None`` records go to the ``fs_notes.audit`` logger only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Final
+
+__all__ = ["OUTCOMES", "AuditLog"]
+
+audit_logger = logging.getLogger("fs_notes.audit")
+
+OUTCOMES: Final = frozenset(
+    {
+        "deleted",
+        "declined",
+        "cancelled",
+        "replay-refused",
+        "identity-mismatch",
+        "policy-refused",
+        "state-refused",
+        "delete-failed",
+    }
+)
+MAX_FIELD_CHARS = 512
+_REASON_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+
+
+def _field(value: str | None, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"audit field {name} must be a string or None")
+    if len(value) > MAX_FIELD_CHARS:
+        return value[: MAX_FIELD_CHARS - 1] + "\u2026"
+    return value
+
+
+class AuditLog:
+    """Appends one JSON line per destructive decision (or logs it when `path` is None)."""
+
+    def __init__(
+        self, path: str | os.PathLike[str] | None, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._path = None if path is None else os.fspath(path)
+        if self._path is not None:
+            self._fd = os.open(
+                self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+            )
+
+    @property
+    def path(self) -> str | None:
+        return self._path
+
+    def record(
+        self,
+        *,
+        principal: str,
+        workspace: str,
+        note_id: str | None,
+        outcome: str,
+        reason: str | None = None,
+    ) -> None:
+        """Write one record. Raises ValueError for an unknown outcome or a malformed reason,
+        OSError if the line cannot be written whole."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown audit outcome {outcome!r}")
+        if reason is not None and not (isinstance(reason, str) and _REASON_RE.fullmatch(reason)):
+            raise ValueError("audit reason must be a short code of [a-z0-9-]")
+        moment = datetime.fromtimestamp(self._clock(), UTC)
+        entry: dict[str, str | None] = {
+            "time": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "principal": _field(principal, "principal"),
+            "workspace": _field(workspace, "workspace"),
+            "note_id": _field(note_id, "note_id"),
+            "outcome": outcome,
+        }
+        if reason is not None:
+            entry["reason"] = reason
+        line = json.dumps(entry, ensure_ascii=True, separators=(",", ":"))
+        with self._lock:
+            if self._fd is None:
+                if self._path is not None:
+                    raise ValueError("audit log is closed")
+                audit_logger.info("%s", line)
+                return
+            data = (line + "\n").encode("ascii")
+            written = os.write(self._fd, data)
+        if written != len(data):
+            raise OSError(f"audit line written partially ({written} of {len(data)} bytes)")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> AuditLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

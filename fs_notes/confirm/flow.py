@@ -1,0 +1,349 @@
+"""The notes_delete confirmation: the form it shows and the decision table of the retry.
+
+Pure functions, no I/O. Round 1 builds the form (`build_elicitation`) and the payload to seal
+(`confirm_payload`). On the retry, `decide` rebuilds the exact requestedSchema from the sealed
+candidates and maps the client's ``inputResponses`` to one outcome:
+
+    action   content                                   outcome            nonce
+    accept   valid, confirm true                       Decision.Delete    spent
+    accept   valid, confirm false                      Decision.Declined  spent
+    decline  (ignored)                                 Decision.Declined  spent
+    cancel   (ignored)                                 Decision.Cancelled not spent (retry ok)
+    accept   missing, or not matching the schema       ResponseInvalid    not spent (-32602)
+    missing / unknown action / not an object           ResponseInvalid    not spent (-32602)
+
+Guarantees: `Decision.Delete` is returned only for an explicit ``accept`` whose content has exactly
+the two required fields, ``note_id`` one of the sealed candidate ids and ``confirm`` the JSON
+boolean true; missing content is never consent. The identity returned is the sealed one.
+Text shown to the user (title, ids) has control and format characters escaped, so a file name or
+title cannot forge lines or reorder text in the dialog.
+
+Not guaranteed here: that the token was authentic (`state.py` opens it first), single use
+(`replay.py`), or that the note is still the same file (the caller compares the live identity
+with `Decision.Delete.identity` right before unlinking).
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Final, NamedTuple
+
+from fs_notes.confirm.state import Expectation, StateRejected, args_digest
+
+__all__ = [
+    "CONFIRM_PHASE",
+    "ELICITATION_KEY",
+    "MAX_CANDIDATES",
+    "Candidate",
+    "Decision",
+    "FileIdentity",
+    "Outcome",
+    "ResponseInvalid",
+    "build_elicitation",
+    "candidates_from_payload",
+    "confirm_expectation",
+    "confirm_payload",
+    "decide",
+    "input_request",
+    "requested_schema",
+]
+
+ELICITATION_KEY: Final = "delete_choice"
+CONFIRM_PHASE: Final = "confirm"
+METHOD: Final = "tools/call"
+TOOL: Final = "notes_delete"
+# Bounds what one form can offer, and keeps the sealed state well under its 16 KiB limit.
+MAX_CANDIDATES: Final = 20
+_DISPLAY_TITLE_CHARS = 120
+_DISPLAY_ID_CHARS = 200
+
+
+class FileIdentity(NamedTuple):
+    """What makes "the same file": device, inode, size and both change times."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def from_stat(cls, st: os.stat_result) -> FileIdentity:
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A note offered in the form: its id and the identity it had when the form was built."""
+
+    id: str
+    identity: FileIdentity
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "identity": list(self.identity)}
+
+
+class ResponseInvalid(ValueError):
+    """The retry's inputResponses do not answer the form (-32602 upstream).
+
+    The message is safe for the wire: it names fields, never echoes client values.
+    """
+
+
+class Decision:
+    """The three outcomes of a well-formed retry (a namespace; see the module table)."""
+
+    @dataclass(frozen=True)
+    class Delete:
+        note_id: str
+        identity: FileIdentity
+        spends_nonce: ClassVar[bool] = True
+
+    @dataclass(frozen=True)
+    class Declined:
+        reason: str  # "declined" (action decline) or "not-confirmed" (accept, confirm false)
+        spends_nonce: ClassVar[bool] = True
+        audit_outcome: ClassVar[str] = "declined"
+
+    @dataclass(frozen=True)
+    class Cancelled:
+        spends_nonce: ClassVar[bool] = False
+        audit_outcome: ClassVar[str] = "cancelled"
+
+
+Outcome = Decision.Delete | Decision.Declined | Decision.Cancelled
+
+
+def _display(text: str, limit: int) -> str:
+    """`text` made safe to show: control/format/separator/surrogate characters escaped, cut."""
+    out: list[str] = []
+    for char in text:
+        if unicodedata.category(char) in {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    shown = "".join(out)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "\u2026"
+
+
+def _iso_time(ns: int) -> str:
+    try:
+        moment = datetime.fromtimestamp(ns // 1_000_000_000, UTC)
+    except (OverflowError, OSError, ValueError):
+        return "unknown time"
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _check_candidates(candidates: Sequence[Candidate]) -> None:
+    if not candidates:
+        raise ValueError("a confirmation needs at least one candidate")
+    if len(candidates) > MAX_CANDIDATES:
+        raise ValueError(f"at most {MAX_CANDIDATES} candidates fit one confirmation")
+    if len({c.id for c in candidates}) != len(candidates):
+        raise ValueError("candidate ids must be unique")
+
+
+def requested_schema(title: str, candidates: Sequence[Candidate]) -> dict[str, Any]:
+    """The flat form schema: a titled single-select `note_id` and a boolean `confirm`."""
+    _check_candidates(candidates)
+    shown_title = _display(title, _DISPLAY_TITLE_CHARS)
+    options = [
+        {
+            "const": c.id,
+            "title": f"{shown_title} \u2014 {_display(c.id, _DISPLAY_ID_CHARS)}"
+            f" (modified {_iso_time(c.identity.mtime_ns)})",
+        }
+        for c in candidates
+    ]
+    return {
+        "type": "object",
+        "properties": {
+            "note_id": {
+                "type": "string",
+                "title": "Note to delete",
+                "description": "Which of the matching notes to delete.",
+                "oneOf": options,
+            },
+            "confirm": {
+                "type": "boolean",
+                "title": "Delete it permanently",
+                "description": "The chosen note is deleted and cannot be recovered.",
+                "default": False,
+            },
+        },
+        "required": ["note_id", "confirm"],
+    }
+
+
+def build_elicitation(
+    workspace_uri: str, title: str, candidates: Sequence[Candidate]
+) -> dict[str, Any]:
+    """The ``elicitation/create`` params (form mode) for choosing and confirming a deletion."""
+    count = len(candidates)
+    message = (
+        f"Delete a note from the workspace {_display(workspace_uri, _DISPLAY_ID_CHARS)}. "
+        f"{count} note{'s match' if count != 1 else ' matches'} the title "
+        f'"{_display(title, _DISPLAY_TITLE_CHARS)}". Choose the note to delete and confirm; '
+        "deletion is permanent."
+    )
+    return {
+        "mode": "form",
+        "message": message,
+        "requestedSchema": requested_schema(title, candidates),
+    }
+
+
+def input_request(
+    workspace_uri: str, title: str, candidates: Sequence[Candidate]
+) -> dict[str, Any]:
+    """The ``inputRequests`` map of round 1: one ``elicitation/create`` under `ELICITATION_KEY`."""
+    return {
+        ELICITATION_KEY: {
+            "method": "elicitation/create",
+            "params": build_elicitation(workspace_uri, title, candidates),
+        }
+    }
+
+
+def confirm_payload(
+    *,
+    principal: str,
+    arguments: Mapping[str, Any],
+    workspace: str,
+    candidates: Sequence[Candidate],
+) -> dict[str, Any]:
+    """The requestState payload of round 1 (the sealer adds v, iat, exp and nonce)."""
+    _check_candidates(candidates)
+    return {
+        "principal": principal,
+        "method": METHOD,
+        "tool": TOOL,
+        "args": args_digest(arguments),
+        "workspace": workspace,
+        "candidates": [c.to_json() for c in candidates],
+        "phase": CONFIRM_PHASE,
+    }
+
+
+def confirm_expectation(
+    *, principal: str, arguments: Mapping[str, Any], workspace: str
+) -> Expectation:
+    """What the retry's token must be bound to: this principal, these arguments, this phase."""
+    return Expectation(
+        principal=principal,
+        args=args_digest(arguments),
+        method=METHOD,
+        tool=TOOL,
+        phase=CONFIRM_PHASE,
+        workspace=workspace,
+    )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def candidates_from_payload(payload: Mapping[str, Any]) -> list[Candidate]:
+    """The sealed candidates; a malformed list (a server bug) is a StateRejected, fail closed."""
+    raw = payload.get("candidates")
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_CANDIDATES:
+        raise StateRejected("candidates missing or out of bounds")
+    candidates: list[Candidate] = []
+    for item in raw:
+        if not (isinstance(item, dict) and set(item) == {"id", "identity"}):
+            raise StateRejected("candidate malformed")
+        note_id, identity = item["id"], item["identity"]
+        if not (isinstance(note_id, str) and note_id):
+            raise StateRejected("candidate id malformed")
+        if not (isinstance(identity, list) and len(identity) == 5 and all(map(_is_int, identity))):
+            raise StateRejected("candidate identity malformed")
+        candidates.append(Candidate(note_id, FileIdentity(*identity)))
+    if len({c.id for c in candidates}) != len(candidates):
+        raise StateRejected("candidate ids repeated")
+    return candidates
+
+
+def _property_check(prop: Mapping[str, Any]) -> Callable[[object], bool]:
+    """The acceptance test for one property of the schema we built (allowlist of shapes)."""
+    if "oneOf" in prop:
+        allowed = frozenset(option["const"] for option in prop["oneOf"])
+        return lambda value: isinstance(value, str) and value in allowed
+    if prop.get("type") == "boolean":
+        return lambda value: isinstance(value, bool)
+    raise ValueError("requestedSchema property of an unsupported shape")
+
+
+def _validated_content(content: object, schema: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(content, dict):
+        raise ResponseInvalid(f"{ELICITATION_KEY}.content must be an object")
+    properties: Mapping[str, Mapping[str, Any]] = schema["properties"]
+    if not set(content) <= set(properties):
+        raise ResponseInvalid(f"{ELICITATION_KEY}.content has fields the form did not ask for")
+    for name in schema["required"]:
+        if name not in content:
+            raise ResponseInvalid(f"{ELICITATION_KEY}.content.{name} is missing")
+    for name, value in content.items():
+        if not _property_check(properties[name])(value):
+            raise ResponseInvalid(
+                f"{ELICITATION_KEY}.content.{name} does not match the requested schema"
+            )
+    return content
+
+
+def _on_accept(
+    response: Mapping[str, Any], candidates: Sequence[Candidate], schema: Mapping[str, Any]
+) -> Outcome:
+    if response.get("content") is None:
+        raise ResponseInvalid(f"{ELICITATION_KEY}: accept without content is not a confirmation")
+    content = _validated_content(response["content"], schema)
+    if content["confirm"] is not True:
+        return Decision.Declined("not-confirmed")
+    chosen = next(c for c in candidates if c.id == content["note_id"])
+    return Decision.Delete(chosen.id, chosen.identity)
+
+
+def _on_decline(
+    response: Mapping[str, Any], candidates: Sequence[Candidate], schema: Mapping[str, Any]
+) -> Outcome:
+    return Decision.Declined("declined")
+
+
+def _on_cancel(
+    response: Mapping[str, Any], candidates: Sequence[Candidate], schema: Mapping[str, Any]
+) -> Outcome:
+    return Decision.Cancelled()
+
+
+_Transition = Callable[[Mapping[str, Any], Sequence[Candidate], Mapping[str, Any]], Outcome]
+
+# The decision table: elicitation action -> transition. Anything else is ResponseInvalid.
+ACTIONS: Final[Mapping[str, _Transition]] = {
+    "accept": _on_accept,
+    "decline": _on_decline,
+    "cancel": _on_cancel,
+}
+
+
+def decide(payload: Mapping[str, Any], input_responses: object, *, title: str) -> Outcome:
+    """Map the retry's ``inputResponses`` to an outcome (table in the module docstring).
+
+    `payload` is what `StateSealer.open` returned; `title` is the retry's (digest-bound) title
+    argument, used to rebuild the exact schema that was sent. Raises ResponseInvalid, or
+    StateRejected if the sealed candidates are malformed.
+    """
+    candidates = candidates_from_payload(payload)
+    schema = requested_schema(title, candidates)
+    if not isinstance(input_responses, dict):
+        raise ResponseInvalid("inputResponses must be an object")
+    response = input_responses.get(ELICITATION_KEY)
+    if not isinstance(response, dict):
+        raise ResponseInvalid(f"inputResponses.{ELICITATION_KEY} is missing or not an object")
+    action = response.get("action")
+    transition = ACTIONS.get(action) if isinstance(action, str) else None
+    if transition is None:
+        raise ResponseInvalid(f"inputResponses.{ELICITATION_KEY}.action is not a known action")
+    return transition(response, candidates, schema)

@@ -1,0 +1,226 @@
+"""The spent-nonce store that makes a deletion confirmation single-use.
+
+Guarantees: `claim(nonce, ...)` returns True for at most one caller, across every thread, every
+`ReplayStore` instance and every process on this machine that opens the same SQLite file (one
+`BEGIN IMMEDIATE` transaction: prune, look up, insert; the nonce is the PRIMARY KEY). A nonce is
+never removed before its expiry plus `RETENTION_MARGIN` (so a wall clock stepped back a little
+cannot resurrect an expired token whose nonce was pruned). When the table holds `max_rows`
+unexpired nonces, `claim` raises `ReplayStoreFull`: it fails closed and never evicts a live nonce.
+Any SQLite error propagates: the caller must treat an exception as "not claimed".
+
+Durability: WAL journal with ``synchronous=FULL``. With NORMAL, a power loss can roll back the
+last committed claims, which would make their confirmations usable again; deletions are rare and
+human-paced, so one fsync per claim is cheap.
+
+Claim succeeded, deletion failed: the nonce stays spent. A confirmation is single-use whatever
+happens next; the deletion itself is one atomic unlinkat, so nothing is half done; the user starts
+over with a fresh notes_delete call, which gets a fresh nonce; the audit log records
+"delete-failed". There is deliberately no `release`: a nonce is never un-spent.
+
+Not guaranteed: exclusion across machines (SQLite over a network filesystem has unreliable
+locks; use a local path), protection against someone who can write the database file (it lives
+in a 0700 directory by default), or any check that the token is still valid (that is `state.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import sqlite3
+import stat
+import threading
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+
+__all__ = [
+    "RETENTION_MARGIN",
+    "ReplayStore",
+    "ReplayStoreFull",
+    "default_replay_path",
+]
+
+RETENTION_MARGIN = 600.0
+PRUNE_BATCH = 64
+BUSY_TIMEOUT_MS = 10_000
+
+_NONCE_RE = re.compile(r"[0-9a-f]{32}")
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS spent_nonce ("
+    " nonce TEXT PRIMARY KEY NOT NULL,"
+    " keep_until REAL NOT NULL"
+    ") WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS spent_nonce_keep_until ON spent_nonce (keep_until)",
+)
+
+
+class ReplayStoreFull(RuntimeError):
+    """`max_rows` unexpired nonces are stored; the claim is refused rather than evict one."""
+
+
+def default_replay_path(environ: Mapping[str, str] | None = None) -> str:
+    """``$XDG_STATE_HOME/fs-notes/replay.sqlite3`` (else ``~/.local/state/...``), dir made 0700.
+
+    A relative XDG_STATE_HOME is ignored, as the XDG base-directory spec requires. An existing
+    ``fs-notes`` directory owned by this user is tightened to 0700; one that is a symlink, not a
+    directory, or owned by someone else is refused (ValueError).
+    """
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "state")
+    os.makedirs(base, mode=0o700, exist_ok=True)
+    directory = os.path.join(base, "fs-notes")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(directory, 0o700)
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        raise ValueError(f"{directory} is not a directory")
+    if st.st_uid != os.geteuid():
+        raise ValueError(f"{directory} is owned by another user")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(directory, 0o700)
+    return os.path.join(directory, "replay.sqlite3")
+
+
+class ReplayStore:
+    """Spent confirmation nonces in a SQLite file shared by every process that opens it."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        max_rows: int = 100_000,
+        prune_batch: int = PRUNE_BATCH,
+    ) -> None:
+        if max_rows < 1 or prune_batch < 1:
+            raise ValueError("max_rows and prune_batch must be positive")
+        self._path = os.fspath(path)
+        self._clock = clock
+        self._max_rows = max_rows
+        self._prune_batch = prune_batch
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._conn = self._connect()
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._path != ":memory:":
+            # Create the file 0600 ourselves; SQLite gives its -wal/-shm files the same mode.
+            os.close(os.open(self._path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
+        conn = sqlite3.connect(
+            self._path,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise sqlite3.OperationalError(f"replay store cannot use WAL (got {mode!r})")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _connection(self) -> sqlite3.Connection:
+        # A SQLite connection must not be used across fork(): a child opens its own.
+        if os.getpid() != self._pid:
+            self._pid = os.getpid()
+            self._conn = self._connect()
+        return self._conn
+
+    def journal_mode(self) -> str:
+        with self._lock:
+            return str(self._connection().execute("PRAGMA journal_mode").fetchone()[0])
+
+    def claim(self, nonce: str, expires_at: float) -> bool:
+        """Spend `nonce`: True for the first caller ever, False if it was already spent.
+
+        Raises ValueError for a malformed nonce or expiry, ReplayStoreFull when full of live
+        nonces, sqlite3.Error on storage failure (never claimed in either case).
+        """
+        if not (isinstance(nonce, str) and _NONCE_RE.fullmatch(nonce)):
+            raise ValueError("nonce must be 32 lowercase hex characters")
+        if not (isinstance(expires_at, int | float) and math.isfinite(expires_at)):
+            raise ValueError("expires_at must be a finite number")
+        keep_until = float(expires_at) + RETENTION_MARGIN
+        with self._lock:
+            conn = self._connection()
+            now = float(self._clock())
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                won = self._claim_locked(conn, nonce, keep_until, now)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        if won is None:
+            raise ReplayStoreFull(f"replay store holds {self._max_rows} unexpired nonces")
+        return won
+
+    def _claim_locked(
+        self, conn: sqlite3.Connection, nonce: str, keep_until: float, now: float
+    ) -> bool | None:
+        """Inside the write transaction: prune a bounded batch, then look up and insert."""
+        conn.execute(
+            "DELETE FROM spent_nonce WHERE nonce IN (SELECT nonce FROM spent_nonce"
+            " WHERE keep_until < ? ORDER BY keep_until LIMIT ?)",
+            (now, self._prune_batch),
+        )
+        if conn.execute("SELECT 1 FROM spent_nonce WHERE nonce = ?", (nonce,)).fetchone():
+            return False
+        (rows,) = conn.execute("SELECT count(*) FROM spent_nonce").fetchone()
+        if rows >= self._max_rows:
+            return None
+        conn.execute(
+            "INSERT INTO spent_nonce (nonce, keep_until) VALUES (?, ?)", (nonce, keep_until)
+        )
+        return True
+
+    def is_spent(self, nonce: str) -> bool:
+        """Whether `nonce` is recorded as spent (pruned nonces are long expired)."""
+        with self._lock:
+            row = (
+                self._connection()
+                .execute("SELECT 1 FROM spent_nonce WHERE nonce = ?", (nonce,))
+                .fetchone()
+            )
+        return row is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            (rows,) = self._connection().execute("SELECT count(*) FROM spent_nonce").fetchone()
+        return int(rows)
+
+    def close(self) -> None:
+        with self._lock:
+            if os.getpid() == self._pid:
+                self._conn.close()
+
+    def __enter__(self) -> ReplayStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

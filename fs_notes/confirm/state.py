@@ -1,0 +1,395 @@
+"""Sealing of the MRTR `requestState` that carries a pending deletion between two requests.
+
+Threat model: the token travels through the client and comes back as attacker-controlled input
+(spec: basic/patterns/mrtr, "Server Requirements" 4-5). `StateSealer.open` returns a payload only
+if the token was minted by a key in our ring, unmodified, for this principal, this method, this
+tool, these exact arguments, this phase, and has not expired. Every failure goes through one
+rejecting helper: the precise reason goes to the log and to `StateRejected.reason`; `str()` of the
+exception is one fixed message, so a client cannot learn which check failed.
+
+Choice: HMAC-SHA256 (integrity only), not authenticated encryption. Integrity is what the
+deletion needs: the candidate set, the identities and the bindings must be exactly what the server
+minted. The payload is readable by whoever holds the token (the client that was just shown the
+form): principal name, workspace URI, candidate ids (already in the form), the argument digest,
+and per candidate (dev, ino, size, mtime_ns, ctime_ns). The last tuple is the only thing the form
+does not already show; inode and device numbers and nanosecond ctimes identify files on this host
+but grant no access, and the same client can already list, read and time these notes. Stdlib has
+no AEAD, and a home-made cipher would add more risk than the secrecy is worth.
+
+Token: ``v1.<kid>.<b64url(canonical JSON payload)>.<b64url(HMAC-SHA256)>``; the MAC covers every
+byte before the last dot (version, kid and payload are all bound). Tokens longer than
+`MAX_TOKEN_CHARS` are refused before any other work. The MAC key is derived from the key-file
+secret with a fixed label (domain separation).
+
+Key file format (`KeyRing.from_file`), UTF-8 text, one key per line::
+
+    # comments and blank lines are ignored
+    k2026b:<standard base64 of >= 32 random bytes>     <- first key: signs and verifies
+    k2026a:<standard base64>                           <- further keys: verify only
+
+kid is 1-32 of ``[A-Za-z0-9_-]``. Rotation: add the new key as the first line and keep the old one
+below it for one TTL, then remove it. The file must be a regular file owned by this user or root,
+not accessible by others and not writable by the group (like an ssh private key); anything else
+is refused with `KeyFileError`. Generate a line with
+``printf 'k1:%s\\n' "$(openssl rand -base64 32)"``.
+
+Not guaranteed here: single use. A valid token can be presented again until it expires; the
+replay store (`replay.py`) makes a confirmation single-use. Nor does a valid token prove that the
+note is still the same file: the caller re-checks the live identity before deleting.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import logging
+import math
+import os
+import re
+import secrets
+import stat
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+__all__ = [
+    "DEFAULT_TTL",
+    "MAX_TOKEN_CHARS",
+    "WIRE_MESSAGE",
+    "Expectation",
+    "KeyFileError",
+    "KeyRing",
+    "StateRejected",
+    "StateSealer",
+    "StateTooLarge",
+    "args_digest",
+]
+
+logger = logging.getLogger(__name__)
+
+WIRE_MESSAGE = "requestState is invalid or expired"
+MAX_TOKEN_CHARS = 16 * 1024
+DEFAULT_TTL = 300.0
+FUTURE_SKEW = 60.0
+MIN_KEY_BYTES = 32
+MAX_KEY_FILE_BYTES = 64 * 1024
+
+_VERSION = "v1"
+_PAYLOAD_VERSION = 1
+_MAC_LABEL = b"fs-notes/requestState/v1/hmac-sha256"
+_KID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
+_TOKEN_RE = re.compile(
+    r"([a-z0-9]{1,8})\.([A-Za-z0-9_-]{1,32})\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{43})"
+)
+_NONCE_RE = re.compile(r"[0-9a-f]{32}")
+# Claims the sealer stamps itself; a caller's payload may not set them.
+_SEALER_CLAIMS = frozenset({"v", "iat", "exp", "nonce"})
+# Claims every payload must bind (checked against an `Expectation` on open).
+_BOUND_CLAIMS = ("principal", "method", "tool", "args", "phase")
+
+
+class StateRejected(Exception):
+    """The echoed `requestState` failed verification.
+
+    `str()` is always `WIRE_MESSAGE`, whatever the cause; `.reason` is the precise cause, for the
+    log only.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(WIRE_MESSAGE)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return WIRE_MESSAGE
+
+
+class StateTooLarge(ValueError):
+    """`seal` would produce a token `open` refuses (more than `MAX_TOKEN_CHARS`)."""
+
+
+class KeyFileError(ValueError):
+    """The key file is missing, unsafe or malformed (the message is one line, no key bytes)."""
+
+
+def _reject(reason: str) -> NoReturn:
+    """The only way `open` fails: precise reason to the log, fixed message to the caller."""
+    logger.warning("requestState rejected: %s", reason)
+    raise StateRejected(reason)
+
+
+def _b64u(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _b64u_decode(text: str) -> bytes:
+    """Strict inverse of `_b64u`: only the canonical unpadded encoding is accepted."""
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64u(raw) != text:
+        raise ValueError("non-canonical base64url")
+    return raw
+
+
+def _canonical(value: Any, *, ensure_ascii: bool) -> str:
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=ensure_ascii, allow_nan=False
+    )
+
+
+def args_digest(arguments: Mapping[str, Any]) -> str:
+    """Hex SHA-256 of the canonical JSON of tool arguments (sorted keys, no whitespace, UTF-8).
+
+    Total over anything JSON can carry, including lone surrogates (encoded with surrogatepass;
+    the digest is one-way). Raises ValueError/TypeError for what JSON cannot represent (NaN,
+    infinities, non-string keys): callers pass arguments parsed from a JSON request.
+    """
+    text = _canonical(dict(arguments), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _mac_key(secret: bytes) -> bytes:
+    return hmac.new(secret, _MAC_LABEL, hashlib.sha256).digest()
+
+
+class KeyRing:
+    """Named HMAC keys: the first one signs, every one verifies."""
+
+    def __init__(self, keys: Sequence[tuple[str, bytes]]) -> None:
+        if not keys:
+            raise ValueError("a key ring needs at least one key")
+        self._keys: dict[str, bytes] = {}
+        for kid, secret in keys:
+            if not _KID_RE.fullmatch(kid):
+                raise ValueError(f"key id {kid!r} is not 1-32 of [A-Za-z0-9_-]")
+            if len(secret) < MIN_KEY_BYTES:
+                raise ValueError(f"key {kid!r} has {len(secret)} bytes, need >= {MIN_KEY_BYTES}")
+            if kid in self._keys:
+                raise ValueError(f"key id {kid!r} appears twice")
+            self._keys[kid] = _mac_key(bytes(secret))
+        self._signing_kid = keys[0][0]
+
+    @classmethod
+    def ephemeral(cls) -> KeyRing:
+        """A random key held only by this process (tokens die with it)."""
+        return cls([(f"e{secrets.token_hex(6)}", secrets.token_bytes(32))])
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> KeyRing:
+        """Read a key file (format in the module docstring); raises KeyFileError."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
+        except OSError as exc:
+            raise KeyFileError(f"cannot open state key file: {exc.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise KeyFileError("state key file is not a regular file")
+            if st.st_uid not in (os.geteuid(), 0):
+                raise KeyFileError("state key file is owned by another user")
+            if st.st_mode & (stat.S_IRWXO | stat.S_IWGRP):
+                raise KeyFileError(
+                    "state key file is accessible by others or group-writable (chmod 600 it)"
+                )
+            data = os.read(fd, MAX_KEY_FILE_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(data) > MAX_KEY_FILE_BYTES:
+            raise KeyFileError("state key file is too large")
+        return cls(_parse_key_lines(data))
+
+    @property
+    def signing_kid(self) -> str:
+        return self._signing_kid
+
+    @property
+    def kids(self) -> tuple[str, ...]:
+        return tuple(self._keys)
+
+    def mac_for(self, kid: str, message: bytes) -> str | None:
+        """The b64url HMAC of `message` under key `kid`, or None for an unknown kid."""
+        key = self._keys.get(kid)
+        if key is None:
+            return None
+        return _b64u(hmac.new(key, message, hashlib.sha256).digest())
+
+
+def _parse_key_lines(data: bytes) -> list[tuple[str, bytes]]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KeyFileError("state key file is not UTF-8 text") from None
+    keys: list[tuple[str, bytes]] = []
+    for number, raw_line in enumerate(text.splitlines(), start=1):
+        line = raw_line.strip()
+        if not line or line.startswith("#"):
+            continue
+        kid, sep, encoded = line.partition(":")
+        if not sep or not _KID_RE.fullmatch(kid):
+            raise KeyFileError(f"state key file line {number}: expected kid:base64key")
+        try:
+            secret = base64.b64decode(encoded.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            raise KeyFileError(f"state key file line {number}: key is not base64") from None
+        if len(secret) < MIN_KEY_BYTES:
+            raise KeyFileError(
+                f"state key file line {number}: key has {len(secret)} bytes, "
+                f"need >= {MIN_KEY_BYTES}"
+            )
+        if any(kid == seen for seen, _ in keys):
+            raise KeyFileError(f"state key file line {number}: key id {kid!r} repeated")
+        keys.append((kid, secret))
+    if not keys:
+        raise KeyFileError("state key file holds no key")
+    return keys
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the retry that presents a token must match (each compared for equality).
+
+    `workspace` is checked only when given (notes_delete always gives it, via
+    `flow.confirm_expectation`).
+    """
+
+    principal: str
+    args: str
+    method: str = "tools/call"
+    tool: str = "notes_delete"
+    phase: str = "confirm"
+    workspace: str | None = None
+
+
+def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError("duplicate key")
+        result[key] = value
+    return result
+
+
+def _no_constants(name: str) -> NoReturn:
+    raise ValueError(f"non-finite number {name}")
+
+
+class StateSealer:
+    """Mints and verifies `requestState` tokens; clock and randomness are injectable."""
+
+    def __init__(
+        self,
+        keyring: KeyRing,
+        *,
+        clock: Callable[[], float] = time.time,
+        ttl: float = DEFAULT_TTL,
+        token_hex: Callable[[int], str] = secrets.token_hex,
+    ) -> None:
+        if not (math.isfinite(ttl) and ttl > 0):
+            raise ValueError("ttl must be a positive finite number of seconds")
+        self._keyring = keyring
+        self._clock = clock
+        self._ttl = float(ttl)
+        self._token_hex = token_hex
+
+    @property
+    def ttl(self) -> float:
+        return self._ttl
+
+    def seal(self, payload: Mapping[str, Any]) -> str:
+        """Stamp v, iat, exp, nonce onto `payload` and return the sealed token.
+
+        The payload must bind principal, method, tool, args and phase (strings) and must not set
+        the stamped claims. Raises ValueError for such misuse, StateTooLarge past the size bound.
+        """
+        clash = _SEALER_CLAIMS.intersection(payload)
+        if clash:
+            raise ValueError(f"payload sets sealer-owned claims: {sorted(clash)}")
+        for claim in _BOUND_CLAIMS:
+            if not isinstance(payload.get(claim), str):
+                raise ValueError(f"payload claim {claim!r} must be a string")
+        now = float(self._clock())
+        if not math.isfinite(now):
+            raise ValueError("clock returned a non-finite time")
+        nonce = self._token_hex(16)
+        if not isinstance(nonce, str) or not _NONCE_RE.fullmatch(nonce):
+            raise ValueError("nonce source must return 32 lowercase hex characters")
+        claims = {**payload, "v": _PAYLOAD_VERSION, "iat": now, "exp": now + self._ttl}
+        claims["nonce"] = nonce
+        body = _b64u(_canonical(claims, ensure_ascii=True).encode("ascii"))
+        kid = self._keyring.signing_kid
+        signed = f"{_VERSION}.{kid}.{body}"
+        mac = self._keyring.mac_for(kid, signed.encode("ascii"))
+        assert mac is not None
+        token = f"{signed}.{mac}"
+        if len(token) > MAX_TOKEN_CHARS:
+            raise StateTooLarge(f"sealed state is {len(token)} characters, max {MAX_TOKEN_CHARS}")
+        return token
+
+    def open(self, token: object, *, expect: Expectation) -> dict[str, Any]:
+        """Verify `token` against `expect` and return its payload, or raise StateRejected."""
+        if not isinstance(token, str):
+            _reject(f"not a string ({type(token).__name__})")
+        if len(token) > MAX_TOKEN_CHARS:
+            _reject("too large")
+        match = _TOKEN_RE.fullmatch(token)
+        if match is None:
+            _reject("malformed")
+        version, kid, body, mac = match.groups()
+        if version != _VERSION:
+            _reject("unknown version")
+        expected_mac = self._keyring.mac_for(kid, token[: match.start(4) - 1].encode("ascii"))
+        if expected_mac is None:
+            _reject("unknown key id")
+        if not hmac.compare_digest(expected_mac.encode("ascii"), mac.encode("ascii")):
+            _reject("bad mac")
+        return self._check_claims(body, expect)
+
+    def _check_claims(self, body: str, expect: Expectation) -> dict[str, Any]:
+        try:
+            text = _b64u_decode(body).decode("ascii")
+            claims = json.loads(
+                text, object_pairs_hook=_strict_object, parse_constant=_no_constants
+            )
+        except (ValueError, UnicodeDecodeError):
+            _reject("payload is not canonical JSON")
+        if not isinstance(claims, dict):
+            _reject("payload is not an object")
+        version = claims.get("v")
+        if not (_is_number(version) and version == _PAYLOAD_VERSION):
+            _reject("payload version")
+        wanted: dict[str, str | None] = {
+            "principal": expect.principal,
+            "method": expect.method,
+            "tool": expect.tool,
+            "args": expect.args,
+            "phase": expect.phase,
+        }
+        if expect.workspace is not None:
+            wanted["workspace"] = expect.workspace
+        for claim, value in wanted.items():
+            got = claims.get(claim)
+            if not (isinstance(got, str) and got == value):
+                _reject(f"{claim} mismatch")
+        try:
+            now = float(self._clock())
+        except Exception:  # a raising clock is a rejection, never an acceptance
+            logger.exception("requestState clock failed")
+            _reject("clock error")
+        iat: Any = claims.get("iat")
+        exp: Any = claims.get("exp")
+        if not (_is_number(iat) and iat <= now + FUTURE_SKEW):
+            _reject("issued in the future or missing iat")
+        if not (_is_number(exp) and now < exp):
+            _reject("expired or missing exp")
+        if not (exp <= now + self._ttl + FUTURE_SKEW):
+            _reject("lifetime longer than the ttl")
+        nonce = claims.get("nonce")
+        if not (isinstance(nonce, str) and _NONCE_RE.fullmatch(nonce)):
+            _reject("nonce")
+        return claims

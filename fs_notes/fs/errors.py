@@ -1,0 +1,128 @@
+"""Errors of the filesystem layer, and the one place that turns an errno into one of them.
+
+Guarantees: ``str(error)`` is a short fixed sentence per class; it never contains a path (absolute
+or relative), an errno string or anything read from disk, so it can go to a client as is. The
+precise cause stays on ``__cause__`` (the original ``OSError``) for logs.
+Does not: decide what a client is told about *which* check failed; callers may still want to
+collapse several classes into one message.
+"""
+
+from __future__ import annotations
+
+import errno
+
+__all__ = [
+    "AccessDenied",
+    "Escape",
+    "FsError",
+    "Hardlinked",
+    "IdentityChanged",
+    "InvalidPath",
+    "NotRegular",
+    "NoteExists",
+    "NoteNotFound",
+    "SymlinkRefused",
+    "TooLarge",
+    "error_for_errno",
+]
+
+
+class FsError(Exception):
+    """Base class; also raised as is for failures without a more precise class."""
+
+    message = "filesystem error"
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or self.message)
+
+
+class NoteNotFound(FsError):
+    message = "note not found"
+
+
+class Escape(FsError):
+    """Would leave the workspace: '..', absolute path, another mount, a magic link."""
+
+    message = "path leaves the workspace"
+
+
+class SymlinkRefused(FsError):
+    """A symlink where the policy forbids one (any component, including the last)."""
+
+    message = "symbolic link refused"
+
+
+class NotRegular(FsError):
+    """A FIFO, socket, device or directory where a note is expected."""
+
+    message = "not a regular file"
+
+
+class NoteExists(FsError):
+    message = "note already exists"
+
+
+class Hardlinked(FsError):
+    """The file has more than one name (st_nlink > 1)."""
+
+    message = "file has several hard links"
+
+
+class IdentityChanged(FsError):
+    """The file is not the one the caller expected (another inode, size or time stamps)."""
+
+    message = "note changed"
+
+
+class TooLarge(FsError):
+    message = "note too large"
+
+
+class InvalidPath(FsError):
+    """Empty, NUL byte, '.' or empty component, component or path too long."""
+
+    message = "invalid path"
+
+
+class AccessDenied(FsError):
+    """The OS refused (EACCES/EPERM), e.g. a Landlock rule of layer 3. Not in the fixed API."""
+
+    message = "access denied"
+
+
+_BY_ERRNO: dict[int, type[FsError]] = {
+    errno.ENOENT: NoteNotFound,
+    errno.ENOTDIR: NoteNotFound,
+    errno.EXDEV: Escape,
+    errno.ELOOP: SymlinkRefused,
+    errno.EISDIR: NotRegular,
+    errno.ENXIO: NotRegular,
+    errno.ENODEV: NotRegular,
+    errno.EEXIST: NoteExists,
+    errno.ENOTEMPTY: NoteExists,
+    errno.ENAMETOOLONG: InvalidPath,
+    errno.EILSEQ: InvalidPath,
+    errno.EFBIG: TooLarge,
+    errno.EACCES: AccessDenied,
+    errno.EPERM: AccessDenied,
+}
+
+_GENERIC: dict[int, str] = {
+    errno.EAGAIN: "workspace busy, try again",
+    errno.ENOSPC: "no space left",
+    errno.EDQUOT: "quota exceeded",
+    errno.EROFS: "read-only filesystem",
+    errno.EBUSY: "file busy",
+    errno.EMFILE: "too many open files",
+    errno.ENFILE: "too many open files",
+}
+
+
+def error_for_errno(code: int | None) -> FsError:
+    """The FsError for an errno (an unknown or missing errno gives a plain FsError)."""
+    if code is None:
+        return FsError()
+    cls = _BY_ERRNO.get(code)
+    if cls is not None:
+        return cls()
+    return FsError(_GENERIC.get(code))

@@ -1,0 +1,123 @@
+"""Operations on one name in a folder fd: exclusive create, atomic replace, bounded read.
+
+Guarantees: ``create_in`` never replaces an existing entry (O_CREAT|O_EXCL|O_NOFOLLOW; an existing
+symlink raises SymlinkRefused) and removes its half-written file on failure; ``replace_in`` writes
+a new file named ``.fs-notes-tmp-<random>`` in the same folder, copies the old mode (and owner when
+allowed), fsyncs it, renameat()s it over the name and fsyncs the folder, removing the temp file on
+failure; nothing here follows a symlink or takes a path with more than one component.
+Does not: check what the name currently is (type, links, identity): the caller does that first,
+and the window between that check and the rename is documented in ``root.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+
+from .errors import FsError, SymlinkRefused
+from .identity import Identity
+from .resolver import is_symlink_at, raise_from_os
+
+__all__ = ["TMP_PREFIX", "create_in", "read_upto", "replace_in", "sync_dir", "write_all"]
+
+TMP_PREFIX = ".fs-notes-tmp-"
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def read_upto(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    remaining = limit
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def sync_dir(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # some filesystems cannot fsync a folder
+            raise_from_os(exc)
+
+
+def unlink_if_ours(parent: int, name: str, fd: int) -> None:
+    """Remove ``name`` if it still is the file open as ``fd`` (cleanup after a failure)."""
+    try:
+        if os.path.samestat(os.fstat(fd), os.stat(name, dir_fd=parent, follow_symlinks=False)):
+            os.unlink(name, dir_fd=parent)
+    except OSError:
+        pass
+
+
+def create_in(parent: int, name: str, data: bytes) -> Identity:
+    try:
+        fd = os.open(name, _NEW_FILE_FLAGS, 0o666, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno == errno.EEXIST and is_symlink_at(parent, name):
+            raise SymlinkRefused() from exc
+        raise_from_os(exc)
+    done = False
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+        st = os.fstat(fd)
+        done = True
+    except OSError as exc:
+        raise_from_os(exc)
+    finally:
+        if not done:
+            unlink_if_ours(parent, name, fd)
+        os.close(fd)
+    sync_dir(parent)
+    return Identity.of(st)
+
+
+def open_temp(parent: int) -> tuple[int, str]:
+    for _ in range(8):
+        name = TMP_PREFIX + secrets.token_hex(8)
+        try:
+            return os.open(name, _NEW_FILE_FLAGS, 0o600, dir_fd=parent), name
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise_from_os(exc)
+    raise FsError()
+
+
+def replace_in(parent: int, name: str, data: bytes, old: os.stat_result) -> Identity:
+    fd, tmp = open_temp(parent)
+    renamed = False
+    try:
+        write_all(fd, data)
+        os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
+        mine = os.fstat(fd)
+        if (mine.st_uid, mine.st_gid) != (old.st_uid, old.st_gid):
+            # Not root: the note becomes ours, as with any editor's save.
+            with contextlib.suppress(PermissionError):
+                os.fchown(fd, old.st_uid, old.st_gid)
+        os.fsync(fd)
+        os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        renamed = True
+        st = os.fstat(fd)
+    except OSError as exc:
+        raise_from_os(exc)
+    finally:
+        if not renamed:
+            unlink_if_ours(parent, tmp, fd)
+        os.close(fd)
+    sync_dir(parent)
+    return Identity.of(st)

@@ -1,0 +1,64 @@
+"""Which mount a file descriptor is on: statx(2) STATX_MNT_ID via ctypes (Linux 5.8+).
+
+Guarantees: ``mount_id(fd)`` is the kernel's mount id of the open file, or None when this kernel
+or libc cannot tell (no statx, or STATX_MNT_ID missing from the returned mask). Two fds with the
+same mount id are on the same mount (while both are open the mount cannot be freed and its id
+reused). The walk resolver uses this to refuse bind mounts of the *same* device, which an st_dev
+comparison cannot see.
+Does not: fall back to parsing /proc (which may be absent in a chroot); callers that get None
+must fall back to comparing st_dev and say so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["mount_id", "mount_id_at"]
+
+AT_EMPTY_PATH = 0x1000
+AT_SYMLINK_NOFOLLOW = 0x100
+STATX_MNT_ID = 0x1000
+_STATX_SIZE = 256
+_MASK_OFFSET = 0x00
+_MNT_ID_OFFSET = 0x90
+
+
+@functools.cache
+def _statx() -> Callable[..., Any] | None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, "statx", None)
+    if fn is None:
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+    return fn  # type: ignore[no-any-return]
+
+
+def mount_id(fd: int) -> int | None:
+    """The mount id of ``fd``, or None if statx/STATX_MNT_ID is unavailable; OSError on failure."""
+    return _mount_id(fd, b"", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)
+
+
+def mount_id_at(dirfd: int, name: str) -> int | None:
+    """The mount id of ``name`` in ``dirfd``, not following a symlink (None: unknown here)."""
+    return _mount_id(dirfd, os.fsencode(name), AT_SYMLINK_NOFOLLOW)
+
+
+def _mount_id(dirfd: int, path: bytes, flags: int) -> int | None:
+    fn = _statx()
+    if fn is None:
+        return None
+    buf = ctypes.create_string_buffer(_STATX_SIZE)
+    if fn(dirfd, path, flags, STATX_MNT_ID, buf) != 0:
+        err = ctypes.get_errno()
+        if err == errno.ENOSYS:  # libc has the wrapper, the kernel has not
+            return None
+        raise OSError(err, os.strerror(err))
+    if not ctypes.c_uint32.from_buffer(buf, _MASK_OFFSET).value & STATX_MNT_ID:
+        return None
+    return int(ctypes.c_uint64.from_buffer(buf, _MNT_ID_OFFSET).value)

@@ -1,0 +1,365 @@
+"""WorkspaceRoot: every note operation as a plain verb on a relative path beneath one directory fd.
+
+Guarantees (layer 2; they hold even with the lexical layer above switched off): the workspace is
+opened once (O_DIRECTORY|O_NOFOLLOW) and every path is resolved from that fd by openat2
+(RESOLVE_BENEATH|NO_SYMLINKS|NO_MAGICLINKS|NO_XDEV) or by the component walk (``walk.py``). An
+absolute path, any '..', another mount, or a magic link raises Escape; a symlink anywhere raises
+SymlinkRefused (policy 'deny'; under 'within' it is followed only while it stays beneath the
+workspace, and never as the last component of a create, update or delete); NUL, '', '.' and
+over-long names raise InvalidPath. A note is a regular file with exactly one link: anything else
+raises NotRegular / Hardlinked before a byte is read or written. Reads go through the fd that was
+checked; files are opened O_NONBLOCK so a FIFO never blocks. Creates never replace anything
+(O_CREAT|O_EXCL|O_NOFOLLOW); updates write a temp file beside the note, fsync, then renameat over
+it; deletes resolve the parent fd, lstat the name, compare it with the expected Identity and
+unlinkat it. Error messages never include a path.
+
+What this layer does NOT protect against (decided, not overlooked):
+- Mounts made inside the workspace by root. They are refused, not followed: openat2 sees any mount
+  crossing (RESOLVE_NO_XDEV); the walk compares statx mount ids, and only where the kernel lacks
+  STATX_MNT_ID (before 5.8) falls back to st_dev, which a bind mount of the same device passes.
+- Hard links that exist before we look. A hard link is the same file under two names and nothing
+  says which name is "inside". We refuse writes and deletes of a file with st_nlink > 1 (as asked)
+  and, by our choice, reads and listing too: a read is exactly where a hard link leaks (someone
+  links ~/.ssh/id_rsa into the notes folder and the server would serve it), while legitimately
+  hard-linked notes are rare (backup tools); the price is that such a note is invisible until it
+  is copied. A link made after our fstat is not seen; we still read only the inode we opened.
+- The workspace folder being moved, renamed or replaced after start-up. We keep the fd, so we keep
+  serving the original directory wherever it now is (never whatever now sits at the old path),
+  until restart. If it is deleted, creates fail.
+- Races on content. Between the identity check and renameat/unlinkat another process can change
+  the name (an update then replaces their version; a delete removes a file put at that name in
+  the same folder); the outcome stays inside that folder. Reads retry, then raise IdentityChanged,
+  if the file changes while being read.
+- Device nodes inside the workspace: a read opens the node (O_NONBLOCK|O_NOCTTY) before fstat
+  refuses it, so its driver's open() runs; stat_note only uses O_PATH. Mount workspaces nodev.
+- Which names inside the workspace are allowed: hidden files, names not ending in '.md' are the
+  lexical layer's policy; here only containment is decided (iter_notes does list *.md only).
+- A compromised process: code running in this process can call open() itself. That is layer 3.
+- Resource use by other local writers (disk full, huge files: reads are capped by max_bytes).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Literal, get_args
+
+from . import openat2 as _openat2
+from .errors import (
+    Escape,
+    FsError,
+    Hardlinked,
+    IdentityChanged,
+    NotRegular,
+    SymlinkRefused,
+    TooLarge,
+)
+from .fileops import TMP_PREFIX, create_in, read_upto, replace_in, sync_dir
+from .identity import Identity
+from .paths import MAX_COMPONENTS, split_folder, split_relpath
+from .resolve_openat2 import Openat2Resolver
+from .resolver import (
+    DIR_FLAGS,
+    Anchor,
+    Resolver,
+    SymlinkPolicy,
+    close_quietly,
+    open_child_dir,
+    raise_from_os,
+)
+from .walk import WalkResolver
+
+__all__ = ["TMP_PREFIX", "ResolverChoice", "WorkspaceRoot"]
+
+ResolverChoice = Literal["auto", "openat2", "walk"]
+_READ_ATTEMPTS = 3
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+
+
+class WorkspaceRoot:
+    """A handle on one workspace folder. Create with ``open`` or ``from_fd``; close when done."""
+
+    def __init__(self, anchor: Anchor, resolver: Resolver) -> None:
+        self._anchor = anchor
+        self._resolver = resolver
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        resolver: ResolverChoice = "auto",
+        symlinks: SymlinkPolicy = "deny",
+    ) -> WorkspaceRoot:
+        """Open the workspace folder (its last component must not be a symlink)."""
+        _check_options(resolver, symlinks)
+        try:
+            fd = os.open(path, DIR_FLAGS)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path):
+                raise SymlinkRefused() from exc
+            raise_from_os(exc)
+        return cls.from_fd(fd, resolver=resolver, symlinks=symlinks)
+
+    @classmethod
+    def from_fd(
+        cls, fd: int, *, resolver: ResolverChoice = "auto", symlinks: SymlinkPolicy = "deny"
+    ) -> WorkspaceRoot:
+        """Wrap a directory fd (owned from now on: closed by ``close`` or on failure here)."""
+        try:
+            _check_options(resolver, symlinks)
+            st = os.fstat(fd)
+            if not stat.S_ISDIR(st.st_mode):
+                raise NotRegular()
+            os.set_inheritable(fd, False)
+            anchor = Anchor.of(fd, symlinks)
+            use_openat2 = resolver == "openat2" or (resolver == "auto" and _openat2.available())
+            if use_openat2 and not _openat2.available():
+                raise FsError("openat2 is not available on this host")
+            chosen: Resolver = Openat2Resolver(anchor) if use_openat2 else WalkResolver(anchor)
+        except OSError as exc:
+            close_quietly(fd)
+            raise_from_os(exc)
+        except BaseException:
+            close_quietly(fd)
+            raise
+        return cls(anchor, chosen)
+
+    @property
+    def resolver_name(self) -> str:
+        """ "openat2" or "walk": the resolver really in use."""
+        return self._resolver.name
+
+    @property
+    def fd(self) -> int:
+        """The workspace directory fd (still owned by this object: do not close it)."""
+        return self._live().fd
+
+    @property
+    def symlinks(self) -> SymlinkPolicy:
+        return self._anchor.symlinks
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self._anchor.fd)
+
+    def __enter__(self) -> WorkspaceRoot:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _live(self) -> Anchor:
+        if self._closed:
+            raise FsError("workspace closed")
+        return self._anchor
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read_note(self, relpath: str, *, max_bytes: int = 4 << 20) -> tuple[bytes, Identity]:
+        """The note's bytes and the identity they were read under (TooLarge past max_bytes)."""
+        comps = split_relpath(relpath)
+        self._live()
+        for _ in range(_READ_ATTEMPTS):
+            fd = self._resolver.open_file(comps, _READ_FLAGS)
+            try:
+                before = self._require_note(os.fstat(fd))
+                if before.st_size > max_bytes:
+                    raise TooLarge()
+                data = read_upto(fd, max_bytes + 1)
+                if len(data) > max_bytes:
+                    raise TooLarge()
+                after = os.fstat(fd)
+            except OSError as exc:
+                raise_from_os(exc)
+            finally:
+                os.close(fd)
+            identity = Identity.of(before)
+            if Identity.of(after) == identity and len(data) == before.st_size:
+                return data, identity
+        raise IdentityChanged()
+
+    def stat_note(self, relpath: str) -> Identity:
+        """The note's identity, without opening its content (O_PATH)."""
+        comps = split_relpath(relpath)
+        self._live()
+        fd = self._resolver.open_file(comps, os.O_PATH)
+        try:
+            return Identity.of(self._require_note(os.fstat(fd)))
+        except OSError as exc:
+            raise_from_os(exc)
+        finally:
+            os.close(fd)
+
+    def _require_note(self, st: os.stat_result) -> os.stat_result:
+        if stat.S_ISLNK(st.st_mode):
+            raise SymlinkRefused()
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular()
+        if st.st_dev != self._anchor.dev:
+            raise Escape()
+        if st.st_nlink > 1:
+            raise Hardlinked()
+        return st
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def create_note(self, relpath: str, data: bytes) -> Identity:
+        """Create a new note (and missing folders); never replaces anything (NoteExists)."""
+        comps = split_relpath(relpath)
+        payload = _bytes(data)
+        self._live()
+        parent = self._resolver.open_dir(comps[:-1], create=True)
+        try:
+            return create_in(parent, comps[-1], payload)
+        finally:
+            os.close(parent)
+
+    def update_note(
+        self, relpath: str, data: bytes, *, expected: Identity | None = None
+    ) -> Identity:
+        """Atomically replace an existing note's content; the new identity."""
+        comps = split_relpath(relpath)
+        payload = _bytes(data)
+        if expected is not None and not isinstance(expected, Identity):
+            raise TypeError("expected must be an Identity")
+        self._live()
+        parent = self._resolver.open_dir(comps[:-1])
+        try:
+            st = self._require_target(parent, comps[-1], expected)
+            return replace_in(parent, comps[-1], payload, st)
+        finally:
+            os.close(parent)
+
+    def unlink_note(self, relpath: str, expected: Identity) -> None:
+        """Delete the note, only if it still is the file ``expected`` describes."""
+        comps = split_relpath(relpath)
+        if not isinstance(expected, Identity):
+            raise TypeError("expected must be an Identity")
+        self._live()
+        parent = self._resolver.open_dir(comps[:-1])
+        try:
+            self._require_target(parent, comps[-1], expected)
+            try:
+                os.unlink(comps[-1], dir_fd=parent)
+            except OSError as exc:
+                raise_from_os(exc)
+            sync_dir(parent)
+        finally:
+            os.close(parent)
+
+    def _require_target(self, parent: int, name: str, expected: Identity | None) -> os.stat_result:
+        """lstat of a note we are about to replace or remove, with every check before acting."""
+        try:
+            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError as exc:
+            raise_from_os(exc)
+        if stat.S_ISLNK(st.st_mode):
+            raise SymlinkRefused()
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular()
+        if not self._anchor.holds_entry(parent, name, st):
+            raise Escape()
+        if expected is not None and Identity.of(st) != expected:
+            raise IdentityChanged()
+        if st.st_nlink > 1:
+            raise Hardlinked()
+        return st
+
+    # -- folders ---------------------------------------------------------------------------
+
+    def open_dir(self, relpath: str) -> int:
+        """A new O_RDONLY|O_DIRECTORY|O_CLOEXEC fd of a folder beneath the root ("" = the root
+        itself); the caller closes it."""
+        comps = split_folder(relpath)
+        self._live()
+        return self._resolver.open_dir(comps)
+
+    def iter_notes(self, folder: str = "") -> Iterator[tuple[str, os.stat_result]]:
+        """(note id, lstat) of every regular, singly linked *.md file beneath ``folder``, sorted
+        by name per folder. Skips symlinks, hidden entries, other file types and other mounts;
+        lists ids of at most MAX_COMPONENTS (32) components, the cap of every path operation,
+        so every id listed can be read; never follows a symlink. Errors about
+        ``folder`` itself surface on the first ``next()``."""
+        comps = split_folder(folder)
+        self._live()
+        fd = self._resolver.open_dir(comps)
+        prefix = "".join(name + "/" for name in comps)
+        yield from self._iter_tree(fd, prefix, len(comps), top=True)
+
+    def _iter_tree(
+        self, fd: int, prefix: str, depth: int, *, top: bool = False
+    ) -> Iterator[tuple[str, os.stat_result]]:
+        """Lists the folder ``fd``, ``depth`` components below the workspace. Owns ``fd`` and
+        closes it, also when the consumer stops early. Only the top folder's errors surface;
+        a subfolder that cannot be listed is skipped."""
+        try:
+            try:
+                with os.scandir(fd) as it:
+                    entries = sorted(
+                        (e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False))
+                        for e in it
+                        if not e.name.startswith(".") and not e.is_symlink()
+                    )
+            except OSError as exc:
+                if top:
+                    raise_from_os(exc)
+                return
+            for name, is_dir, is_file in entries:
+                # A file in a subfolder has depth + 2 components: keep it within the path cap.
+                if is_dir and depth + 2 <= MAX_COMPONENTS:
+                    child = self._open_listed_dir(fd, name)
+                    if child is not None:
+                        yield from self._iter_tree(child, f"{prefix}{name}/", depth + 1)
+                elif is_file and name.endswith(".md"):
+                    st = self._listed_note(fd, name)
+                    if st is not None:
+                        yield prefix + name, st
+        finally:
+            os.close(fd)
+
+    def _open_listed_dir(self, fd: int, name: str) -> int | None:
+        try:
+            child = open_child_dir(fd, name)
+        except FsError:
+            return None
+        try:
+            self._anchor.require_same_mount(child)
+        except FsError:
+            os.close(child)
+            return None
+        return child
+
+    def _listed_note(self, fd: int, name: str) -> os.stat_result | None:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return None
+        if not self._anchor.holds_entry(fd, name, st):
+            return None
+        return st
+
+
+def _check_options(resolver: object, symlinks: object) -> None:
+    if resolver not in get_args(ResolverChoice):
+        raise ValueError("resolver must be 'auto', 'openat2' or 'walk'")
+    if symlinks not in get_args(SymlinkPolicy):
+        raise ValueError("symlinks must be 'deny' or 'within'")
+
+
+def _bytes(data: object) -> bytes:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError("note content must be bytes")
+    return bytes(data)

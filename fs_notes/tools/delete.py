@@ -1,0 +1,262 @@
+"""notes_delete: a deletion the user chooses and confirms, through a multi-round-trip request.
+
+Round 1 (no requestState): authorize `delete` on the workspace, require form elicitation in this
+request's capabilities, find the notes whose title matches, seal the candidates (id + identity)
+with the principal, the argument digest, an expiry and a nonce, and return `input_required` with
+the `delete_choice` form. Every deletion asks, even with one candidate.
+
+Retry: re-authorize (the policy may have changed), open the sealed state (any failure: -32602 with
+one fixed message, the reason to the log), decide from `inputResponses` (flow.py), and only for an
+accepted, confirmed choice among the sealed candidates: re-check the id lexically, compare the live
+identity with the sealed one, claim the nonce in the shared replay store (one winner across every
+instance), then delete through the deleter, which checks the identity once more at the parent fd.
+
+A claim that succeeded followed by a failed deletion leaves the nonce spent (a confirmation is
+single-use whatever happens); the unlink is atomic, so nothing is half-done, and the user starts
+over with a fresh call. Every destructive decision is written to the audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any, Protocol
+
+from ..confirm.audit import AuditLog
+from ..confirm.flow import (
+    MAX_CANDIDATES,
+    Candidate,
+    Decision,
+    FileIdentity,
+    ResponseInvalid,
+    candidates_from_payload,
+    confirm_expectation,
+    confirm_payload,
+    decide,
+    input_request,
+)
+from ..confirm.replay import ReplayStore, ReplayStoreFull
+from ..confirm.state import WIRE_MESSAGE, StateRejected, StateSealer, StateTooLarge
+from ..fs import FsError, Identity
+from ..lexical import LexicalError, validate_note_id
+from ..policy import Principal
+from ..protocol.dispatch import Call
+from ..protocol.errors import INVALID_PARAMS, ProtocolError
+from ..protocol.meta import require_form_elicitation
+from ..protocol.models import CallToolResult, InputRequiredResult, TextContent
+from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded
+from .read_tools import load_note
+from .registry import WORKSPACE_URI, ToolSpec
+
+log = logging.getLogger("fs_notes.delete")
+
+
+class NoteDeleter(Protocol):
+    """Removes one note if it still has the expected identity (raises FsError otherwise)."""
+
+    def delete(self, workspace: str, relpath: str, expected: Identity) -> None: ...
+
+
+class DirectDeleter:
+    """unlinkat on the parent fd, in the server process (layers 1 and 2 only)."""
+
+    def __init__(self, env: NotesEnv) -> None:
+        self._env = env
+
+    def delete(self, workspace: str, relpath: str, expected: Identity) -> None:
+        self._env.roots[workspace].unlink_note(relpath, expected)
+
+
+def _code(exc: Exception) -> str:
+    """An audit reason code from an exception class: SymlinkRefused -> symlink-refused."""
+    name = type(exc).__name__
+    return "".join("-" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(name))
+
+
+def _complete(text: str, structured: dict[str, Any]) -> dict[str, Any]:
+    return CallToolResult(content=[TextContent(text=text)], structured_content=structured).wire()
+
+
+def _refuse_state(reason: str) -> ProtocolError:
+    return ProtocolError(INVALID_PARAMS, WIRE_MESSAGE, log_detail=f"requestState refused: {reason}")
+
+
+def find_candidates(env: NotesEnv, ws: Opened, title: str) -> list[Candidate]:
+    """Notes whose title contains `title` (case-insensitive), exact matches first, by id."""
+    wanted = title.strip().lower()
+    exact: list[Candidate] = []
+    partial: list[Candidate] = []
+    for note_id, st in sorted(ws.root.iter_notes(""), key=lambda e: e[0]):
+        try:
+            note_title = load_note(env, ws, note_id, st).title.lower()
+        except FsError:
+            continue
+        if wanted in note_title:
+            bucket = exact if note_title == wanted else partial
+            bucket.append(Candidate(note_id, FileIdentity.from_stat(st)))
+    return exact + partial
+
+
+class DeleteTool:
+    def __init__(
+        self,
+        env: NotesEnv,
+        sealer: StateSealer,
+        replay: ReplayStore,
+        audit: AuditLog,
+        deleter: NoteDeleter | None,
+        *,
+        refusal: str = "",
+    ) -> None:
+        self.env, self.sealer, self.replay, self.audit = env, sealer, replay, audit
+        self.deleter = deleter
+        self.refusal = refusal  # why deletion is unavailable when deleter is None
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="notes_delete",
+            title="Delete a note",
+            description=(
+                "Delete a note chosen by title. The user is always asked, through a form, which "
+                "matching note to delete and to confirm; nothing is deleted without that."
+            ),
+            properties={
+                "workspaceUri": WORKSPACE_URI,
+                "title": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 256,
+                    "description": "Title (or part of it) of the note to delete; case-insensitive",
+                },
+            },
+            required=("workspaceUri", "title"),
+            read_only=False,
+            destructive=True,
+            idempotent=False,
+            handler=guarded(self.run),
+        )
+
+    def _audit(
+        self, call: Call, ws: str, note_id: str | None, outcome: str, reason: str | None = None
+    ) -> None:
+        self.audit.record(
+            principal=call.principal.name,
+            workspace=ws,
+            note_id=note_id,
+            outcome=outcome,
+            reason=reason,
+        )
+
+    def _open(self, call: Call, uri: str) -> Opened:
+        try:
+            return self.env.open(call, uri, "delete")
+        except ToolFailure:
+            self._audit(call, uri[:300], None, "policy-refused")
+            raise
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        assert isinstance(call.principal, Principal)
+        ws = self._open(call, args["workspaceUri"])
+        if "requestState" in call.params:
+            return self._retry(call, args, ws)
+        require_form_elicitation(call.meta.capabilities)
+        if self.deleter is None:
+            raise ToolFailure(f"deletion is disabled on this server: {self.refusal}")
+        candidates = find_candidates(self.env, ws, args["title"])
+        if not candidates:
+            raise ToolFailure(f'no note in this workspace has a title matching "{args["title"]}"')
+        if len(candidates) > MAX_CANDIDATES:
+            raise ToolFailure(
+                f"{len(candidates)} notes match that title; give a more specific title "
+                f"(at most {MAX_CANDIDATES} can be offered)"
+            )
+        payload = confirm_payload(
+            principal=call.principal.name,
+            arguments=args,
+            workspace=ws.workspace.name,
+            candidates=candidates,
+        )
+        try:
+            token = self.sealer.seal(payload)
+        except StateTooLarge:
+            raise ToolFailure(
+                "the matching note ids are too long to confirm; narrow the title"
+            ) from None
+        return InputRequiredResult(
+            input_requests=input_request(args["workspaceUri"], args["title"], candidates),
+            request_state=token,
+        ).wire()
+
+    def _retry(self, call: Call, args: dict[str, Any], ws: Opened) -> dict[str, Any]:
+        name = ws.workspace.name
+        expect = confirm_expectation(principal=call.principal.name, arguments=args, workspace=name)
+        try:
+            payload = self.sealer.open(call.params.get("requestState"), expect=expect)
+            candidates_from_payload(payload)
+            outcome = decide(payload, call.params.get("inputResponses"), title=args["title"])
+        except StateRejected as exc:
+            self._audit(call, name, None, "state-refused", "state")
+            raise _refuse_state(exc.reason) from None
+        except ResponseInvalid as exc:
+            raise ProtocolError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+        nonce, expires = str(payload["nonce"]), float(payload["exp"])
+        if self.replay.is_spent(nonce):  # a clear answer early; the atomic claim comes later
+            self._audit(call, name, None, "replay-refused")
+            raise _refuse_state("nonce already spent")
+        if isinstance(outcome, Decision.Cancelled):
+            self._audit(call, name, None, "cancelled")
+            return _complete(
+                "Cancelled: nothing was deleted. The same confirmation can be retried until it expires.",
+                {"deleted": None, "outcome": "cancelled"},
+            )
+        if isinstance(outcome, Decision.Declined):
+            self._claim(call, name, None, nonce, expires)
+            self._audit(call, name, None, "declined", outcome.reason)
+            return _complete(
+                "Not deleted: the user declined.", {"deleted": None, "outcome": "declined"}
+            )
+        return self._delete(call, name, ws, outcome, nonce, expires)
+
+    def _claim(self, call: Call, ws: str, note_id: str | None, nonce: str, expires: float) -> None:
+        try:
+            won = self.replay.claim(nonce, expires)
+        except (ReplayStoreFull, sqlite3.Error) as exc:
+            log.error("replay store refused a claim: %s", exc)
+            self._audit(call, ws, note_id, "delete-failed", "replay-store")
+            raise ToolFailure(
+                "the confirmation could not be recorded; nothing was deleted"
+            ) from None
+        if not won:
+            self._audit(call, ws, note_id, "replay-refused")
+            raise _refuse_state("nonce already spent")
+
+    def _delete(
+        self, call: Call, name: str, ws: Opened, choice: Decision.Delete, nonce: str, expires: float
+    ) -> dict[str, Any]:
+        note_id = choice.note_id
+        expected = Identity(*choice.identity)
+        try:
+            validate_note_id(note_id)
+            live = ws.root.stat_note(note_id)
+        except (LexicalError, FsError) as exc:
+            self._audit(call, name, note_id, "identity-mismatch", _code(exc))
+            raise ToolFailure(
+                f"{note_id} changed or moved since the form was shown; nothing was deleted"
+            ) from None
+        if live != expected:
+            self._audit(call, name, note_id, "identity-mismatch", "identity")
+            raise ToolFailure(f"{note_id} changed since the form was shown; nothing was deleted")
+        if self.deleter is None:
+            raise ToolFailure(f"deletion is disabled on this server: {self.refusal}")
+        self._claim(call, name, note_id, nonce, expires)
+        try:
+            self.deleter.delete(name, note_id, expected)
+        except FsError as exc:
+            self._audit(call, name, note_id, "delete-failed", _code(exc))
+            raise ToolFailure(
+                fs_message(exc, note_id)
+                + "; nothing was deleted. Start over with a new notes_delete call."
+            ) from None
+        self.env.cache.forget(name, note_id)
+        self._audit(call, name, note_id, "deleted")
+        return _complete(f"Deleted {note_id}.", {"deleted": note_id, "outcome": "deleted"})

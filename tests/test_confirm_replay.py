@@ -1,0 +1,258 @@
+"""The spent-nonce store (fs_notes/confirm/replay.py): single use across threads and processes.
+
+The spec (basic/patterns/mrtr, the Warning under "Server Requirements" 5) says HMAC and expiry do
+not make state single-use; a server that needs single use enforces it server-side. That is this.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import secrets
+import sqlite3
+import stat
+import threading
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+import pytest
+
+from fs_notes.confirm.replay import (
+    RETENTION_MARGIN,
+    ReplayStore,
+    ReplayStoreFull,
+    default_replay_path,
+)
+
+T0 = 1_800_000_000.0
+
+
+class Clock:
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def nonce() -> str:
+    return secrets.token_hex(16)
+
+
+def test_a_nonce_can_be_claimed_once_and_the_second_claim_is_refused(tmp_path: Path) -> None:
+    with ReplayStore(tmp_path / "r.db", clock=Clock()) as store:
+        n = nonce()
+        assert not store.is_spent(n)
+        assert store.claim(n, T0 + 300) is True
+        assert store.claim(n, T0 + 300) is False
+        assert store.claim(n, T0 + 9999) is False
+        assert store.is_spent(n)
+
+
+def test_two_stores_on_the_same_file_share_spent_nonces(tmp_path: Path) -> None:
+    with (
+        ReplayStore(tmp_path / "r.db", clock=Clock()) as a,
+        ReplayStore(tmp_path / "r.db", clock=Clock()) as b,
+    ):
+        n = nonce()
+        assert a.claim(n, T0 + 300)
+        assert b.is_spent(n)
+        assert b.claim(n, T0 + 300) is False
+
+
+def test_spent_nonces_survive_reopening_the_store(tmp_path: Path) -> None:
+    n = nonce()
+    with ReplayStore(tmp_path / "r.db", clock=Clock()) as store:
+        assert store.claim(n, T0 + 300)
+    with ReplayStore(tmp_path / "r.db", clock=Clock()) as store:
+        assert store.claim(n, T0 + 300) is False
+
+
+def test_the_database_is_in_wal_mode_and_created_0600(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    with ReplayStore(path, clock=Clock()) as store:
+        assert store.journal_mode() == "wal"
+        store.claim(nonce(), T0 + 300)
+        other = sqlite3.connect(path)
+        try:
+            assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        finally:
+            other.close()
+    assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0
+
+
+def test_expired_rows_are_pruned_only_after_the_retention_margin(tmp_path: Path) -> None:
+    clock = Clock()
+    with ReplayStore(tmp_path / "r.db", clock=clock) as store:
+        old = nonce()
+        assert store.claim(old, T0 + 10)
+        clock.now = T0 + 11
+        store.claim(nonce(), clock.now + 300)
+        assert store.is_spent(old), "pruned at expiry: a clock stepped back would revive it"
+        clock.now = T0 + 10 + RETENTION_MARGIN + 1
+        store.claim(nonce(), clock.now + 300)
+        assert not store.is_spent(old)
+        assert len(store) == 2
+
+
+def test_pruning_does_bounded_work_per_claim(tmp_path: Path) -> None:
+    clock = Clock()
+    with ReplayStore(tmp_path / "r.db", clock=clock, prune_batch=3) as store:
+        for _ in range(10):
+            store.claim(nonce(), T0)
+        clock.now = T0 + RETENTION_MARGIN + 1
+        store.claim(nonce(), clock.now + 300)
+        assert len(store) == 10 - 3 + 1
+        store.claim(nonce(), clock.now + 300)
+        assert len(store) == 10 - 6 + 2
+
+
+def test_a_full_store_of_unexpired_nonces_refuses_new_claims_and_evicts_nothing(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    with ReplayStore(tmp_path / "r.db", clock=clock, max_rows=5) as store:
+        live = [nonce() for _ in range(5)]
+        for n in live:
+            assert store.claim(n, T0 + 300)
+        refused = nonce()
+        with pytest.raises(ReplayStoreFull):
+            store.claim(refused, T0 + 300)
+        assert not store.is_spent(refused)
+        assert all(store.is_spent(n) for n in live)
+        assert store.claim(live[0], T0 + 300) is False, "a replay stays a replay when full"
+
+
+def test_a_full_store_accepts_claims_again_once_expired_rows_can_be_pruned(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    with ReplayStore(tmp_path / "r.db", clock=clock, max_rows=5) as store:
+        for _ in range(5):
+            store.claim(nonce(), T0 + 10)
+        clock.now = T0 + 10 + RETENTION_MARGIN + 1
+        assert store.claim(nonce(), clock.now + 300) is True
+        assert len(store) == 1
+
+
+@pytest.mark.parametrize("bad", ["", "0" * 31, "A" * 32, "g" * 32, "0" * 33, None, 7])
+def test_a_malformed_nonce_is_a_value_error_not_a_claim(tmp_path: Path, bad: object) -> None:
+    with ReplayStore(tmp_path / "r.db", clock=Clock()) as store:
+        with pytest.raises(ValueError, match="nonce"):
+            store.claim(bad, T0 + 300)  # type: ignore[arg-type]
+        assert len(store) == 0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "soon"])
+def test_a_non_finite_expiry_is_a_value_error(tmp_path: Path, bad: object) -> None:
+    with ReplayStore(tmp_path / "r.db", clock=Clock()) as store:
+        with pytest.raises(ValueError, match="expires_at"):
+            store.claim(nonce(), bad)  # type: ignore[arg-type]
+        assert len(store) == 0
+
+
+def _race(stores: list[ReplayStore], n: str, racers: int) -> list[bool]:
+    barrier = threading.Barrier(racers)
+    wins: list[bool] = []
+    lock = threading.Lock()
+
+    def run(store: ReplayStore) -> None:
+        barrier.wait()
+        won = store.claim(n, T0 + 300)
+        with lock:
+            wins.append(won)
+
+    threads = [threading.Thread(target=run, args=(stores[i % len(stores)],)) for i in range(racers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return wins
+
+
+def test_threads_racing_on_one_nonce_produce_exactly_one_winner(tmp_path: Path) -> None:
+    stores = [ReplayStore(tmp_path / "r.db", clock=Clock()) for _ in range(2)]
+    try:
+        for _ in range(20):
+            assert sorted(_race(stores, nonce(), 8)) == [False] * 7 + [True]
+    finally:
+        for s in stores:
+            s.close()
+
+
+def _claim_all(path: str, nonces: list[str], barrier: Barrier, out: str) -> None:
+    """Child process: claim every nonce in lockstep with the other child, write the wins."""
+    with ReplayStore(path) as store:
+        won = []
+        for n in nonces:
+            barrier.wait()
+            won.append("1" if store.claim(n, 4_000_000_000.0) else "0")
+    Path(out).write_text("".join(won))
+
+
+def test_two_processes_claiming_the_same_200_nonces_concurrently_each_win_exactly_once(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "r.db")
+    ReplayStore(path).close()
+    nonces = [nonce() for _ in range(200)]
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    outs = [str(tmp_path / f"out{i}") for i in range(2)]
+    procs = [ctx.Process(target=_claim_all, args=(path, nonces, barrier, o)) for o in outs]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    a, b = (Path(o).read_text() for o in outs)
+    assert len(a) == len(b) == 200
+    assert all(x != y for x, y in zip(a, b, strict=True)), "a nonce won twice or never"
+    with ReplayStore(path) as store:
+        assert all(store.is_spent(n) for n in nonces)
+
+
+def test_a_forked_child_uses_its_own_connection_and_still_sees_spent_nonces(
+    tmp_path: Path,
+) -> None:
+    with ReplayStore(tmp_path / "r.db", clock=Clock()) as store:
+        n = nonce()
+        assert store.claim(n, T0 + 300)
+        fresh = nonce()
+        pid = os.fork()
+        if pid == 0:  # child: exit code 0 only if the replay is refused and the fresh one wins
+            code = 0 if (store.claim(n, T0 + 300) is False and store.claim(fresh, T0 + 300)) else 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert store.claim(fresh, T0 + 300) is False
+
+
+def test_default_path_is_per_user_under_xdg_state_home_in_a_0700_directory(
+    tmp_path: Path,
+) -> None:
+    path = default_replay_path({"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert path == str(tmp_path / "state" / "fs-notes" / "replay.sqlite3")
+    assert stat.S_IMODE(os.stat(tmp_path / "state" / "fs-notes").st_mode) == 0o700
+
+
+def test_default_path_ignores_a_relative_xdg_state_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    path = default_replay_path({"XDG_STATE_HOME": "relative/state"})
+    assert path == str(tmp_path / ".local" / "state" / "fs-notes" / "replay.sqlite3")
+
+
+def test_default_path_tightens_an_existing_open_directory(tmp_path: Path) -> None:
+    (tmp_path / "fs-notes").mkdir(mode=0o755)
+    os.chmod(tmp_path / "fs-notes", 0o755)
+    default_replay_path({"XDG_STATE_HOME": str(tmp_path)})
+    assert stat.S_IMODE(os.stat(tmp_path / "fs-notes").st_mode) == 0o700
+
+
+def test_default_path_refuses_a_symlinked_directory(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "fs-notes").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="not a directory"):
+        default_replay_path({"XDG_STATE_HOME": str(tmp_path)})

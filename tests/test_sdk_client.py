@@ -1,0 +1,114 @@
+"""The official MCP Python SDK client (mcp==2.3.0) against the real server, in 2026-07-28 mode,
+over stdio and Streamable HTTP: discovery, tools, and every read/write tool."""
+
+from __future__ import annotations
+
+import os
+import sys
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from wire import REPO, HttpServer, http_server
+
+TOKEN = "sdk-token-0123456789abcdef"
+TOOLS = {"notes_list", "notes_read", "notes_search", "notes_create", "notes_update", "notes_delete"}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "notes"
+    (ws / "projects").mkdir(parents=True)
+    (ws / "projects" / "tps-report.md").write_text("# TPS report\n\nThe old TPS report.\n")
+    (ws / "groceries.md").write_text("---\ntitle: Shopping\n---\nmilk, eggs\n")
+    return ws
+
+
+def _uri(ws: Path) -> str:
+    return "file://" + urllib.parse.quote(str(ws))
+
+
+async def _exercise(client: Client, ws: Path) -> None:
+    assert client.protocol_version == "2026-07-28"
+    tools = await client.list_tools()
+    assert {t.name for t in tools.tools} == TOOLS
+    uri = _uri(ws)
+    listed = await client.call_tool("notes_list", {"workspaceUri": uri})
+    assert listed.is_error is not True
+    assert listed.structured_content is not None
+    notes = {n["id"]: n["title"] for n in listed.structured_content["notes"]}
+    assert notes == {"groceries.md": "Shopping", "projects/tps-report.md": "TPS report"}
+    created = await client.call_tool(
+        "notes_create", {"workspaceUri": uri, "id": "ideas/new.md", "content": "# New idea\nTPS?"}
+    )
+    assert created.is_error is not True, created
+    assert (ws / "ideas" / "new.md").read_text() == "# New idea\nTPS?"
+    again = await client.call_tool(
+        "notes_create", {"workspaceUri": uri, "id": "ideas/new.md", "content": "overwrite?"}
+    )
+    assert again.is_error is True
+    assert (ws / "ideas" / "new.md").read_text() == "# New idea\nTPS?"
+    updated = await client.call_tool(
+        "notes_update", {"workspaceUri": uri, "id": "groceries.md", "content": "# Groceries\nbread"}
+    )
+    assert updated.is_error is not True
+    read = await client.call_tool("notes_read", {"workspaceUri": uri, "id": "groceries.md"})
+    assert read.structured_content == {
+        "id": "groceries.md",
+        "title": "Groceries",
+        "content": "# Groceries\nbread",
+    }
+    found = await client.call_tool("notes_search", {"workspaceUri": uri, "query": "tps"})
+    assert found.structured_content is not None
+    ids = [m["id"] for m in found.structured_content["matches"]]
+    assert ids == ["projects/tps-report.md", "ideas/new.md"]  # title matches first
+    resources = await client.list_resources()
+    assert {r.name for r in resources.resources} == {
+        "groceries.md",
+        "projects/tps-report.md",
+        "ideas/new.md",
+    }
+    tps = next(r for r in resources.resources if r.name == "projects/tps-report.md")
+    contents = await client.read_resource(str(tps.uri))
+    first = contents.contents[0]
+    assert isinstance(first, types.TextResourceContents) and first.text.startswith("# TPS report")
+
+
+def test_official_client_over_stdio(workspace: Path) -> None:
+    async def main() -> None:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "fs_notes", "serve", str(workspace)],
+            env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
+            cwd=str(REPO),
+        )
+        async with Client(params, cache=None, read_timeout_seconds=30) as client:
+            await _exercise(client, workspace)
+
+    anyio.run(main)
+
+
+@pytest.fixture
+def http(workspace: Path, tmp_path: Path) -> Iterator[HttpServer]:
+    (tmp_path / "token").write_text(TOKEN)
+    with http_server(
+        str(workspace), "--token-file", str(tmp_path / "token"), tmp=tmp_path, token=TOKEN
+    ) as srv:
+        yield srv
+
+
+def test_official_client_over_http(workspace: Path, http: HttpServer) -> None:
+    async def main() -> None:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as h:
+            transport: Any = streamable_http_client(http.url, http_client=h)
+            async with Client(transport, cache=None, read_timeout_seconds=30) as client:
+                await _exercise(client, workspace)
+
+    anyio.run(main)
