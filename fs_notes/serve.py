@@ -173,7 +173,10 @@ def serve(args: argparse.Namespace) -> int:
             raise ConfigError(str(exc)) from None
     confirm = open_confirm_parts(args)
     roots = open_roots(policy)
-    dispatcher, _env = build_server(policy, roots, confirm)
+    from .tools.confined import ConfinedDeleters
+
+    deleters = ConfinedDeleters(policy, allow_unconfined=args.allow_unconfined)
+    dispatcher, _env = build_server(policy, roots, confirm, deleter=deleters)
     for ws in policy.workspaces:
         log.warning(
             "serving workspace %s (%s) with resolver %s",
@@ -191,6 +194,7 @@ def serve(args: argparse.Namespace) -> int:
         else:
             _serve_http(args, policy, dispatcher, bind)
     finally:
+        deleters.close()
         for root in roots.values():
             root.close()
         confirm.replay.close()

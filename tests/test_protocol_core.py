@@ -8,19 +8,18 @@ import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from wire import check_message, meta
 
 from fs_notes.protocol.argcheck import ArgumentError, check_schema, validate
 from fs_notes.protocol.dispatch import Dispatcher, Method
 from fs_notes.protocol.envelope import EnvelopeError, Notification, Request, parse
+from fs_notes.protocol.errors import ProtocolError
 from fs_notes.protocol.meta import (
     read_meta,
     require_form_elicitation,
     require_sampling,
     supports_form_elicitation,
 )
-from fs_notes.protocol.errors import ProtocolError
-
-from wire import check_message, meta
 
 
 class Who:
@@ -36,14 +35,20 @@ def test_a_message_without_id_is_a_notification_and_is_never_answered() -> None:
     assert ran == []  # the handler never ran for a notification
 
 
-@pytest.mark.parametrize("raw,code", [
-    (b"{", -32700), (b"\xc3\x28", -32700), (b"[]", -32600), (b'"x"', -32600),
-    (b'{"jsonrpc":"2.0","id":null,"method":"m"}', -32600),
-    (b'{"jsonrpc":"2.0","id":true,"method":"m"}', -32600),
-    (b'{"jsonrpc":"2.0","id":1.0,"method":"m"}', -32600),
-    (b'{"jsonrpc":"2.0","id":1,"method":"m","params":"p"}', -32600),
-    (b'{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}', -32600),
-])
+@pytest.mark.parametrize(
+    "raw,code",
+    [
+        (b"{", -32700),
+        (b"\xc3\x28", -32700),
+        (b"[]", -32600),
+        (b'"x"', -32600),
+        (b'{"jsonrpc":"2.0","id":null,"method":"m"}', -32600),
+        (b'{"jsonrpc":"2.0","id":true,"method":"m"}', -32600),
+        (b'{"jsonrpc":"2.0","id":1.0,"method":"m"}', -32600),
+        (b'{"jsonrpc":"2.0","id":1,"method":"m","params":"p"}', -32600),
+        (b'{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}', -32600),
+    ],
+)
 def test_envelope_rejections_have_the_json_rpc_codes(raw: bytes, code: int) -> None:
     with pytest.raises(EnvelopeError) as info:
         parse(raw)
@@ -52,8 +57,12 @@ def test_envelope_rejections_have_the_json_rpc_codes(raw: bytes, code: int) -> N
 
 def test_a_valid_request_keeps_its_id_type() -> None:
     for raw_id in ("abc", 0, -5, 2**60):
-        msg = parse(('{"jsonrpc":"2.0","id":%s,"method":"m"}' % (
-            f'"{raw_id}"' if isinstance(raw_id, str) else raw_id)).encode())
+        msg = parse(
+            (
+                '{"jsonrpc":"2.0","id":%s,"method":"m"}'
+                % (f'"{raw_id}"' if isinstance(raw_id, str) else raw_id)
+            ).encode()
+        )
         assert isinstance(msg, Request) and msg.id == raw_id and msg.params == {}
 
 
@@ -72,20 +81,27 @@ def test_unexpected_exceptions_become_a_bare_internal_error() -> None:
 
     disp = Dispatcher({"x/y": Method(boom)})
     response = disp.handle(Request(3, "x/y", {"_meta": meta()}), Who(), "test")
-    assert response == {"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "Internal error"}}
+    assert response == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "error": {"code": -32603, "message": "Internal error"},
+    }
     check_message(response)
 
 
-@pytest.mark.parametrize("caps,ok", [
-    ({"elicitation": {}}, True),
-    ({"elicitation": {"form": {}}}, True),
-    ({"elicitation": {"form": {}, "url": {}}}, True),
-    ({"elicitation": {"url": {}}}, False),
-    ({}, False),
-    ({"elicitation": None}, False),
-    ({"elicitation": {"form": True}}, False),
-    ({"sampling": {}}, False),
-])
+@pytest.mark.parametrize(
+    "caps,ok",
+    [
+        ({"elicitation": {}}, True),
+        ({"elicitation": {"form": {}}}, True),
+        ({"elicitation": {"form": {}, "url": {}}}, True),
+        ({"elicitation": {"url": {}}}, False),
+        ({}, False),
+        ({"elicitation": None}, False),
+        ({"elicitation": {"form": True}}, False),
+        ({"sampling": {}}, False),
+    ],
+)
 def test_form_elicitation_gate(caps: dict[str, Any], ok: bool) -> None:
     assert supports_form_elicitation(caps) is ok
     if ok:
@@ -101,12 +117,20 @@ def test_sampling_gate() -> None:
     require_sampling({"sampling": {}})
     with pytest.raises(ProtocolError) as info:
         require_sampling({"elicitation": {}})
-    assert info.value.code == -32021 and info.value.data == {"requiredCapabilities": {"sampling": {}}}
+    assert info.value.code == -32021 and info.value.data == {
+        "requiredCapabilities": {"sampling": {}}
+    }
 
 
 def test_client_info_is_optional_and_never_required() -> None:
-    m = read_meta({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                             "io.modelcontextprotocol/clientCapabilities": {}}})
+    m = read_meta(
+        {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        }
+    )
     assert m.client_info is None and m.capabilities == {}
 
 
@@ -122,15 +146,22 @@ SCHEMA: dict[str, Any] = {
 }
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-20, 20) | st.floats(-20, 20, allow_nan=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-20, 20)
+    | st.floats(-20, 20, allow_nan=False)
     | st.text(max_size=7),
-    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
+    lambda inner: (
+        st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2)
+    ),
     max_leaves=4,
 )
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.dictionaries(st.sampled_from(["s", "n", "b", "x"]), json_values, max_size=4) | json_values)
+@given(
+    st.dictionaries(st.sampled_from(["s", "n", "b", "x"]), json_values, max_size=4) | json_values
+)
 def test_argument_validation_agrees_with_the_reference_jsonschema(arguments: Any) -> None:
     check_schema(SCHEMA)
     reference = jsonschema.Draft202012Validator(SCHEMA).is_valid(arguments)

@@ -112,3 +112,70 @@ def test_official_client_over_http(workspace: Path, http: HttpServer) -> None:
                 await _exercise(client, workspace)
 
     anyio.run(main)
+
+
+@pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_official_client_delete_flow_with_an_elicitation_callback(
+    workspace: Path, tmp_path: Path, action: str, transport: str
+) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def on_elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        schema = params.requested_schema  # type: ignore[union-attr]
+        seen.append({"message": params.message, "schema": schema})
+        choice = schema["properties"]["note_id"]["oneOf"][0]["const"]
+        content = {"note_id": choice, "confirm": True} if action == "accept" else None
+        return types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+
+    async def flow(client: Client) -> None:
+        result = await client.call_tool(
+            "notes_delete", {"workspaceUri": _uri(workspace), "title": "TPS report"}
+        )
+        assert result.is_error is not True, result
+        assert result.structured_content is not None
+        outcome = result.structured_content["outcome"]
+        assert (
+            outcome == {"accept": "deleted", "decline": "declined", "cancel": "cancelled"}[action]
+        )
+
+    async def main() -> None:
+        if transport == "stdio":
+            params = StdioServerParameters(
+                command=sys.executable,
+                args=[
+                    "-m",
+                    "fs_notes",
+                    "serve",
+                    str(workspace),
+                    "--replay-db",
+                    str(tmp_path / "r.db"),
+                ],
+                env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
+                cwd=str(REPO),
+            )
+            async with Client(
+                params, cache=None, read_timeout_seconds=30, elicitation_callback=on_elicit
+            ) as c:
+                await flow(c)
+            return
+        (tmp_path / "token").write_text(TOKEN)
+        with http_server(
+            str(workspace),
+            "--token-file",
+            str(tmp_path / "token"),
+            "--replay-db",
+            str(tmp_path / "r.db"),
+            tmp=tmp_path,
+            token=TOKEN,
+        ) as srv:
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as h:
+                t: Any = streamable_http_client(srv.url, http_client=h)
+                async with Client(
+                    t, cache=None, read_timeout_seconds=30, elicitation_callback=on_elicit
+                ) as c:
+                    await flow(c)
+
+    anyio.run(main)
+    assert len(seen) == 1 and "TPS report" in seen[0]["message"]
+    assert (workspace / "projects" / "tps-report.md").exists() is (action != "accept")

@@ -15,6 +15,7 @@ import errno
 import functools
 import os
 import platform
+import sys
 
 __all__ = [
     "MAX_RETRIES",
@@ -64,32 +65,48 @@ class OpenHow(ctypes.Structure):
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall
 _syscall.restype = ctypes.c_long
-_syscall.argtypes = [
-    ctypes.c_long,
-    ctypes.c_int,
-    ctypes.c_char_p,
-    ctypes.POINTER(OpenHow),
-    ctypes.c_size_t,
-]
+# The struct goes by address (c_void_p): POINTER(OpenHow) conversion costs more than the syscall.
+_syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
+_NR = SYS_OPENAT2 if SYS_OPENAT2 is not None else -1
 _HOW_SIZE = ctypes.sizeof(OpenHow)
+_FS_ENCODING = sys.getfilesystemencoding()
+_FS_ERRORS = sys.getfilesystemencodeerrors()
+_RETRY = frozenset((errno.EAGAIN, errno.EINTR))
+
+# Read-only open_how structs, kept alive here and shared per (flags, mode, resolve): the kernel
+# only reads them, so sharing across threads is fine.
+_HOWS: dict[tuple[int, int, int], tuple[OpenHow, int]] = {}
+_MAX_HOWS = 64
+
+
+def _how_address(flags: int, mode: int, resolve: int) -> tuple[OpenHow, int]:
+    key = (flags, mode, resolve)
+    entry = _HOWS.get(key)
+    if entry is None:
+        how = OpenHow(flags, mode, resolve)
+        entry = (how, ctypes.addressof(how))
+        if len(_HOWS) < _MAX_HOWS:
+            _HOWS[key] = entry
+    return entry
 
 
 def openat2(dirfd: int, path: str | bytes, flags: int, resolve: int, mode: int = 0) -> int:
     """openat2(dirfd, path, {flags, mode, resolve}); a new fd, or OSError."""
     if SYS_OPENAT2 is None:
         raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
-    raw = os.fsencode(path)
+    raw = path if isinstance(path, bytes) else path.encode(_FS_ENCODING, _FS_ERRORS)
     if b"\x00" in raw:
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
-    how = OpenHow(flags, mode, resolve)
+    how, address = _how_address(flags, mode, resolve)  # ``how`` keeps ``address`` valid
     err = errno.EAGAIN
     for _ in range(MAX_RETRIES):
-        fd = _syscall(SYS_OPENAT2, dirfd, raw, ctypes.byref(how), _HOW_SIZE)
+        fd: int = _syscall(_NR, dirfd, raw, address, _HOW_SIZE)
         if fd >= 0:
-            return int(fd)
+            return fd
         err = ctypes.get_errno()
-        if err not in (errno.EAGAIN, errno.EINTR):
+        if err not in _RETRY:
             break
+    del how
     raise OSError(err, os.strerror(err))
 
 

@@ -11,7 +11,7 @@ by the resolvers, which hold on their own even for components that pass here.
 
 from __future__ import annotations
 
-import os
+import sys
 
 from .errors import Escape, InvalidPath
 
@@ -20,30 +20,35 @@ __all__ = ["MAX_COMPONENTS", "NAME_MAX", "PATH_MAX", "split_folder", "split_relp
 NAME_MAX = 255
 PATH_MAX = 4095
 MAX_COMPONENTS = 32
+_FS_ENCODING = sys.getfilesystemencoding()
+_FS_ERRORS = sys.getfilesystemencodeerrors()
 
 
 def split_relpath(relpath: str) -> list[str]:
     """Components of a non-empty relative path ("a/b.md" -> ["a", "b.md"])."""
-    if not isinstance(relpath, str):
+    if type(relpath) is not str:
         raise InvalidPath()
     if relpath.startswith("/"):
         raise Escape()
     if not relpath or "\x00" in relpath:
         raise InvalidPath()
     try:
-        encoded = os.fsencode(relpath)
+        size = len(relpath.encode(_FS_ENCODING, _FS_ERRORS))
     except UnicodeEncodeError:
         raise InvalidPath() from None
-    if len(encoded) > PATH_MAX:
+    if size > PATH_MAX:
         raise InvalidPath()
     parts = relpath.split("/")
     if len(parts) > MAX_COMPONENTS:
         raise InvalidPath()
     if ".." in parts:
         raise Escape()
-    for part in parts:
-        if part in ("", ".") or len(os.fsencode(part)) > NAME_MAX:
-            raise InvalidPath()
+    if "" in parts or "." in parts:
+        raise InvalidPath()
+    if size > NAME_MAX:  # only then can one component be too long
+        for part in parts:
+            if len(part.encode(_FS_ENCODING, _FS_ERRORS)) > NAME_MAX:
+                raise InvalidPath()
     return parts
 
 

@@ -56,6 +56,10 @@ class NoteDeleter(Protocol):
 
     def delete(self, workspace: str, relpath: str, expected: Identity) -> None: ...
 
+    def unavailable(self, workspace: str) -> str | None:
+        """Why deletion in this workspace is refused (fail closed), or None when it may run."""
+        ...
+
 
 class DirectDeleter:
     """unlinkat on the parent fd, in the server process (layers 1 and 2 only)."""
@@ -65,6 +69,9 @@ class DirectDeleter:
 
     def delete(self, workspace: str, relpath: str, expected: Identity) -> None:
         self._env.roots[workspace].unlink_note(relpath, expected)
+
+    def unavailable(self, workspace: str) -> str | None:
+        return None
 
 
 def _code(exc: Exception) -> str:
@@ -104,13 +111,10 @@ class DeleteTool:
         sealer: StateSealer,
         replay: ReplayStore,
         audit: AuditLog,
-        deleter: NoteDeleter | None,
-        *,
-        refusal: str = "",
+        deleter: NoteDeleter,
     ) -> None:
         self.env, self.sealer, self.replay, self.audit = env, sealer, replay, audit
         self.deleter = deleter
-        self.refusal = refusal  # why deletion is unavailable when deleter is None
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -160,8 +164,9 @@ class DeleteTool:
         if "requestState" in call.params:
             return self._retry(call, args, ws)
         require_form_elicitation(call.meta.capabilities)
-        if self.deleter is None:
-            raise ToolFailure(f"deletion is disabled on this server: {self.refusal}")
+        refusal = self.deleter.unavailable(ws.workspace.name)
+        if refusal is not None:
+            raise ToolFailure(f"deletion is refused in this workspace: {refusal}")
         candidates = find_candidates(self.env, ws, args["title"])
         if not candidates:
             raise ToolFailure(f'no note in this workspace has a title matching "{args["title"]}"')
@@ -206,7 +211,8 @@ class DeleteTool:
         if isinstance(outcome, Decision.Cancelled):
             self._audit(call, name, None, "cancelled")
             return _complete(
-                "Cancelled: nothing was deleted. The same confirmation can be retried until it expires.",
+                "Cancelled: nothing was deleted. "
+                "The same confirmation can be retried until it expires.",
                 {"deleted": None, "outcome": "cancelled"},
             )
         if isinstance(outcome, Decision.Declined):
@@ -246,8 +252,6 @@ class DeleteTool:
         if live != expected:
             self._audit(call, name, note_id, "identity-mismatch", "identity")
             raise ToolFailure(f"{note_id} changed since the form was shown; nothing was deleted")
-        if self.deleter is None:
-            raise ToolFailure(f"deletion is disabled on this server: {self.refusal}")
         self._claim(call, name, note_id, nonce, expires)
         try:
             self.deleter.delete(name, note_id, expected)

@@ -1,0 +1,381 @@
+"""notes_search and notes_list at scale through the real server (issue 3; not in the test suite).
+
+    .venv/bin/python benchmarks/notes.py [--quick] [--profile] [--keep DIR]
+
+Generates realistic markdown notes (0.5-2 KB, front matter on some, headings, lists, tasks, links,
+code blocks) in nested folders under a temporary directory: 10,000 and 100,000 notes (--quick:
+1,000 and 10,000). For each size it starts `python -m fs_notes serve DIR` on stdio and measures:
+  - notes_search: cold (the first call of a fresh server: every note read, titles parsed) and warm
+    (median of later calls) for a query that matches nothing, a rare one (~0.1% of notes) and a
+    common one (~25% of bodies, never a title);
+  - notes_list: the first page (limit 100 and 1000) in a fresh server and warm, then walking every
+    page with nextCursor (limit 1000), bounded by a time cap and extrapolated when it is hit;
+  - the server's resident memory after the runs;
+  - the same warm search in-process (the dispatcher without a transport), to separate protocol
+    and pipe overhead from the tool's own work.
+Then the per-note cost at the small and the large size, to show whether cost grows linearly.
+--profile prints a cProfile of the warm searches and of one notes_list page on the largest set,
+in-process. Prints a table with targets and PASS/MISS; exits 1 on any MISS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import io
+import pstats
+import random
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+from protocol import InProcess, Row, StdioClient, encode, print_table, request
+
+SEED = 20260728
+MISS_QUERY = "xylophone nebula"  # in no note
+RARE_QUERY = "zebrafish protocol"  # in the body of every 1000th note
+COMMON_QUERY = "quarterly"  # in the body of every 4th note, never in a title
+RARE_EVERY, COMMON_EVERY = 1000, 4
+NOTES_PER_FOLDER = 100
+
+_WORDS_TEXT = """
+about account action agenda agreed alpha answer api archive backlog budget build calendar call
+change client cloud code comment config contract cost customer data deadline decide deploy design
+detail docs draft email estimate event feature feedback file finance fix follow goal growth hiring
+idea incident index infra invoice issue item kickoff launch lead legal library list log market
+meeting memo metric migrate milestone mobile model module network next note offsite onboarding
+option owner page partner patch plan platform policy priority process product project proposal
+quality question rate read release report request research review risk roadmap sales schedule
+scope search security server service ship signal sprint staff status storage summary support
+survey system task team test ticket timeline topic track travel update user vendor version video
+vision week workflow
+"""
+_AREAS_TEXT = "work personal projects research journal reading clients ops finance archive"
+WORDS = _WORDS_TEXT.split()
+AREAS = _AREAS_TEXT.split()
+KINDS = ("Meeting notes", "Plan", "Ideas", "Review", "Retro", "Draft", "Checklist", "Summary")
+
+
+def _sentence(rng: random.Random, words: int) -> str:
+    picked = rng.choices(WORDS, k=words)
+    return " ".join(picked).capitalize() + "."
+
+
+def note_text(rng: random.Random, index: int, target: int) -> str:
+    """One note of about ``target`` bytes; planted phrases depend only on ``index``."""
+    title = f"{rng.choice(KINDS)}: {' '.join(rng.choices(WORDS, k=3))} {index}"
+    parts: list[str] = []
+    if rng.random() < 0.3:
+        tags = ", ".join(rng.sample(WORDS, 3))
+        parts.append(f"---\ntitle: {title}\ntags: [{tags}]\ndate: 2026-0{index % 9 + 1}-12\n---\n")
+    if rng.random() < 0.95:
+        parts.append(f"# {title}\n")
+    if index % COMMON_EVERY == 0:
+        parts.append(f"Notes for the {COMMON_QUERY} review. {_sentence(rng, 10)}\n")
+    if index % RARE_EVERY == 7:
+        parts.append(f"Results of the {RARE_QUERY} run are in. {_sentence(rng, 8)}\n")
+    size = sum(len(p) for p in parts)
+    while size < target:
+        kind = rng.random()
+        if kind < 0.45:
+            block = " ".join(_sentence(rng, rng.randint(6, 16)) for _ in range(rng.randint(2, 4)))
+        elif kind < 0.65:
+            block = "\n".join(f"- {_sentence(rng, rng.randint(3, 8))}" for _ in range(4))
+        elif kind < 0.8:
+            block = "\n".join(
+                f"- [{rng.choice(' x')}] {_sentence(rng, rng.randint(3, 7))}" for _ in range(3)
+            )
+        elif kind < 0.9:
+            block = f"## {_sentence(rng, 3)[:-1]}"
+        elif kind < 0.96:
+            other = rng.randrange(max(index, 1))
+            block = f"See [[note-{other:06d}]] and [the {rng.choice(WORDS)} doc](../x.md)."
+        else:
+            block = f"```\n{rng.choice(WORDS)} = {rng.randint(0, 999)}\n```"
+        parts.append(block + "\n\n")
+        size += len(block) + 2
+    return "".join(parts)[: max(target, 64)].rstrip() + "\n"
+
+
+def note_path(index: int) -> str:
+    """area/project/folder/note-NNNNNN.md: 100 notes a folder, folders spread over 3 levels."""
+    folder = index // NOTES_PER_FOLDER
+    area = AREAS[folder % len(AREAS)]
+    return f"{area}/p{folder // 10 % 100:02d}/f{folder:05d}/note-{index:06d}.md"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    path: Path
+    notes: int
+    total_bytes: int
+    seconds: float
+
+    @property
+    def uri(self) -> str:
+        return "file://" + str(self.path)
+
+
+def generate(path: Path, count: int) -> Corpus:
+    start = time.perf_counter()
+    rng = random.Random(SEED + count)
+    made: set[str] = set()
+    total = 0
+    for i in range(count):
+        rel = note_path(i)
+        parent = rel.rsplit("/", 1)[0]
+        if parent not in made:
+            (path / parent).mkdir(parents=True, exist_ok=True)
+            made.add(parent)
+        data = note_text(rng, i, rng.randint(500, 2000)).encode()
+        with open(path / rel, "wb") as f:
+            f.write(data)
+        total += len(data)
+    return Corpus(path, count, total, time.perf_counter() - start)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def warm_median(fn: Callable[[], Any], runs: int, cap: float) -> float:
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < runs and (len(times) < 2 or time.perf_counter() - start < cap):
+        times.append(timed(fn)[0])
+    return statistics.median(times)
+
+
+@dataclass
+class SizeResult:
+    notes: int
+    search_cold: float = 0.0
+    search_warm: dict[str, float] | None = None
+    search_matches: dict[str, int] | None = None
+    list_cold_100: float = 0.0
+    list_first_1000: float = 0.0
+    list_warm_1000: float = 0.0
+    walk_pages: int = 0
+    walk_seconds: float = 0.0
+    walk_complete: bool = False
+    walk_listed: int = 0
+    rss_mb: float = 0.0
+    in_process_warm: float = 0.0
+
+
+def search_args(corpus: Corpus, query: str) -> dict[str, Any]:
+    return {"workspaceUri": corpus.uri, "query": query}
+
+
+def measure_size(corpus: Corpus, runs: int, cap: float, walk_cap: float) -> SizeResult:
+    res = SizeResult(corpus.notes, search_warm={}, search_matches={})
+    assert res.search_warm is not None and res.search_matches is not None
+    client = StdioClient(str(corpus.path))
+    try:
+        client.call("server/discover")
+        # notes_list in the fresh server: walks the whole tree, reads the titles of one page.
+        res.list_cold_100, page = timed(
+            lambda: client.tool("notes_list", {"workspaceUri": corpus.uri})
+        )
+        assert len(page["structuredContent"]["notes"]) == min(100, corpus.notes)
+        res.search_cold, _ = timed(
+            lambda: client.tool("notes_search", search_args(corpus, MISS_QUERY))
+        )
+        for query in (MISS_QUERY, RARE_QUERY, COMMON_QUERY):
+            found = client.tool("notes_search", {**search_args(corpus, query), "limit": 100})
+            res.search_matches[query] = len(found["structuredContent"]["matches"])
+            args = search_args(corpus, query)
+            res.search_warm[query] = warm_median(
+                functools.partial(client.tool, "notes_search", args), runs, cap
+            )
+        first = {"workspaceUri": corpus.uri, "limit": 1000}
+        res.list_first_1000, _ = timed(lambda: client.tool("notes_list", first))
+        res.list_warm_1000 = warm_median(lambda: client.tool("notes_list", first), runs, cap)
+        walk(client, corpus, res, walk_cap)
+        rss = psutil.Process(client.proc.pid).memory_info().rss
+        res.rss_mb = rss / 2**20
+    finally:
+        client.close()
+    return res
+
+
+def walk(client: StdioClient, corpus: Corpus, res: SizeResult, cap: float) -> None:
+    """Every page of notes_list (limit 1000) via nextCursor, until done or ``cap`` seconds."""
+    args: dict[str, Any] = {"workspaceUri": corpus.uri, "limit": 1000}
+    start = time.perf_counter()
+    seen: set[str] = set()
+    while True:
+        page = client.tool("notes_list", args)["structuredContent"]
+        seen.update(n["id"] for n in page["notes"])
+        res.walk_pages += 1
+        cursor = page.get("nextCursor")
+        if cursor is None:
+            res.walk_complete = True
+            break
+        if time.perf_counter() - start > cap:
+            break
+        args = {**args, "cursor": cursor}
+    res.walk_seconds = time.perf_counter() - start
+    res.walk_listed = len(seen)
+    if res.walk_complete and len(seen) != corpus.notes:
+        raise RuntimeError(f"walk listed {len(seen)} of {corpus.notes} notes")
+
+
+def in_process(corpus: Corpus, state: Path, runs: int, cap: float, profile: bool) -> float:
+    """Warm median of the miss query without transport; optionally a cProfile of warm calls."""
+    server = InProcess(corpus.path, state)
+    try:
+        raws = {
+            q: encode(request(1, "tools/call", {"name": "notes_search", "arguments": a}))
+            for q, a in [
+                (q, search_args(corpus, q)) for q in (MISS_QUERY, RARE_QUERY, COMMON_QUERY)
+            ]
+        }
+        server.handle_raw(raws[MISS_QUERY])  # fill the cache
+        warm = warm_median(lambda: server.handle_raw(raws[MISS_QUERY]), runs, cap)
+        if profile:
+            listing = {"name": "notes_list", "arguments": {"workspaceUri": corpus.uri}}
+            list_raw = encode(request(2, "tools/call", {**listing}))
+            for label, raw in [*raws.items(), ("notes_list first page", list_raw)]:
+                prof = cProfile.Profile()
+                prof.enable()
+                server.handle_raw(raw)
+                prof.disable()
+                out = io.StringIO()
+                pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(12)
+                print(f"\n=== cProfile, warm, {corpus.notes:,} notes: {label} ===")
+                print("\n".join(line for line in out.getvalue().splitlines() if line.strip()))
+        return warm
+    finally:
+        server.close()
+
+
+def rows_for(res: SizeResult, search_target: float | None, list_target: float | None) -> list[Row]:
+    n = f"{res.notes:,}"
+    assert res.search_warm is not None and res.search_matches is not None
+    rows = [
+        Row(f"[{n}] notes_search cold (first call)", res.search_cold, "s"),
+    ]
+    for query, seconds in res.search_warm.items():
+        matches = res.search_matches[query]
+        rows.append(
+            Row(
+                f"[{n}] notes_search warm {query!r}",
+                seconds,
+                "s",
+                search_target,
+                False,
+                note=f"{matches} matches (limit 100)",
+            )
+        )
+    rows.append(
+        Row(f"[{n}] notes_search warm, in-process", res.in_process_warm, "s", note="no transport")
+    )
+    rows.append(
+        Row(
+            f"[{n}] notes_list first page, fresh server", res.list_cold_100, "s", list_target, False
+        )
+    )
+    rows.append(Row(f"[{n}] notes_list limit 1000, first call", res.list_first_1000, "s"))
+    rows.append(Row(f"[{n}] notes_list limit 1000, warm", res.list_warm_1000, "s"))
+    pages_total = -(-res.notes // 1000)
+    if res.walk_complete:
+        note = f"{res.walk_pages} pages, {res.walk_listed:,} notes"
+        total = res.walk_seconds
+    else:
+        total = res.walk_seconds / res.walk_pages * pages_total
+        note = f"cap hit after {res.walk_pages} of {pages_total} pages; extrapolated"
+    rows.append(Row(f"[{n}] notes_list walk all pages", total, "s", note=note))
+    rows.append(Row(f"[{n}] server RSS after the runs", res.rss_mb, "MiB"))
+    return rows
+
+
+def linear_rows(small: SizeResult, large: SizeResult) -> list[Row]:
+    """Per-note cost at both sizes; ratio <= 1.5 counts as linear (proposed bound)."""
+    assert small.search_warm is not None and large.search_warm is not None
+    rows = []
+    pairs = [
+        (
+            "notes_search warm (no match)",
+            small.search_warm[MISS_QUERY],
+            large.search_warm[MISS_QUERY],
+        ),
+        ("notes_search cold", small.search_cold, large.search_cold),
+        ("notes_list first page", small.list_cold_100, large.list_cold_100),
+    ]
+    for label, a, b in pairs:
+        per_small = a / small.notes * 1e6
+        per_large = b / large.notes * 1e6
+        rows.append(
+            Row(
+                f"linear? {label}: cost/note ratio",
+                per_large / per_small,
+                "x",
+                1.5,
+                False,
+                note=f"{per_small:.1f} us/note at {small.notes:,}, "
+                f"{per_large:.1f} us/note at {large.notes:,}",
+            )
+        )
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 notes")
+    parser.add_argument("--profile", action="store_true", help="cProfile the largest set")
+    parser.add_argument("--keep", type=Path, help="generate into (and reuse) this folder")
+    opts = parser.parse_args()
+    sizes = (1_000, 10_000) if opts.quick else (10_000, 100_000)
+    # Targets (issue 3): warm search <= 150 ms at 10k, <= 1.5 s at 100k (linear in between).
+    search_targets = {10_000: 0.150, 100_000: 1.5}
+    list_targets = {10_000: 0.150, 100_000: 1.5}  # proposed: a page costs at most a search
+    runs, cap, walk_cap = (5, 10.0, 30.0) if opts.quick else (7, 20.0, 90.0)
+    signal.alarm(1800)  # a hung server must not hang the run
+    base = opts.keep or Path(tempfile.mkdtemp(prefix="fs-notes-notes-bench-"))
+    base = base.resolve()
+    results: dict[int, SizeResult] = {}
+    info: list[Row] = []
+    try:
+        for size in sizes:
+            path = base / f"n{size}"
+            if (path / ".complete").exists():
+                corpus = Corpus(path, size, 0, 0.0)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+                path.mkdir(parents=True)
+                corpus = generate(path, size)
+                (path / ".complete").write_text("")
+                note = f"{corpus.total_bytes / size:.0f} B/note average"
+                info.append(Row(f"[{size:,}] generate notes", corpus.seconds, "s", note=note))
+            print(f"measuring {size:,} notes in {path} ...", file=sys.stderr, flush=True)
+            res = measure_size(corpus, runs, cap, walk_cap)
+            state = base / f"state-{size}"
+            state.mkdir(exist_ok=True)
+            last = size == sizes[-1]
+            res.in_process_warm = in_process(corpus, state, runs, cap, opts.profile and last)
+            results[size] = res
+    finally:
+        if opts.keep is None:
+            shutil.rmtree(base, ignore_errors=True)
+    rows = list(info)
+    for size, res in results.items():
+        rows += rows_for(res, search_targets.get(size), list_targets.get(size))
+    rows += linear_rows(results[sizes[0]], results[sizes[1]])
+    print_table("fs-notes notes benchmark" + (" (quick)" if opts.quick else ""), rows)
+    return 1 if any(r.verdict == "MISS" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""Round trip of one deletion through the Landlock-confined worker vs a raw unlinkat.
+
+Usage: .venv/bin/python benchmarks/sandbox.py [--iterations N] [--mode landlock|chroot|none]
+
+All loops delete freshly created files in the same temporary workspace; the worker path is the
+full thing (JSON request over the socketpair, openat2 resolution, identity check, unlinkat,
+fsync of the folder, reply). A third loop runs the same WorkspaceRoot.unlink_note in process, so
+the sandbox's own share (worker - in process) is visible apart from layer 2's (whose folder fsync
+alone can cost more than the raw unlink). Targets: median <= 100 us and <= 15x the raw unlink.
+Exits 1 when a target is missed, 2 when the mode cannot run here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fs_notes.fs import Identity, WorkspaceRoot
+from sandbox.errors import SandboxError
+from sandbox.supervisor import ConfinedWorker, Mode
+
+TARGET_US = 100.0
+TARGET_RATIO = 15.0
+
+
+def _make(dir_fd: int, name: str) -> Identity:
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dir_fd)
+    os.write(fd, b"# note\n")
+    os.close(fd)
+    return Identity.of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False))
+
+
+def bench_raw(dir_fd: int, n: int) -> list[float]:
+    samples = []
+    for i in range(n):
+        name = f"raw-{i}.md"
+        _make(dir_fd, name)
+        t0 = time.perf_counter_ns()
+        os.unlink(name, dir_fd=dir_fd)
+        samples.append((time.perf_counter_ns() - t0) / 1000)
+    return samples
+
+
+def bench_in_process(root: WorkspaceRoot, dir_fd: int, n: int) -> list[float]:
+    samples = []
+    for i in range(n):
+        name = f"ip-{i}.md"
+        ident = _make(dir_fd, name)
+        t0 = time.perf_counter_ns()
+        root.unlink_note(name, ident)
+        samples.append((time.perf_counter_ns() - t0) / 1000)
+    return samples
+
+
+def bench_worker(worker: ConfinedWorker, dir_fd: int, n: int) -> list[float]:
+    samples = []
+    for i in range(n):
+        name = f"w-{i}.md"
+        ident = _make(dir_fd, name)
+        t0 = time.perf_counter_ns()
+        worker.delete(name, ident)
+        samples.append((time.perf_counter_ns() - t0) / 1000)
+    return samples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--mode", choices=["landlock", "chroot", "none"], default="landlock")
+    args = parser.parse_args()
+    n = max(10, min(args.iterations, 100_000))  # bounded
+    mode: Mode = args.mode
+    with tempfile.TemporaryDirectory(prefix="fs-notes-bench-") as tmp:
+        dir_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            try:
+                worker = ConfinedWorker(tmp, "delete", mode)
+            except SandboxError as exc:
+                print(f"cannot start a {mode} worker here: {exc}", file=sys.stderr)
+                return 2
+            with worker, WorkspaceRoot.open(tmp) as root:
+                bench_worker(worker, dir_fd, min(200, n))  # warm-up
+                bench_raw(dir_fd, min(200, n))
+                raw = bench_raw(dir_fd, n)
+                in_process = bench_in_process(root, dir_fd, n)
+                through = bench_worker(worker, dir_fd, n)
+        finally:
+            os.close(dir_fd)
+    raw_med = statistics.median(raw)
+    med = statistics.median(through)
+    p90 = statistics.quantiles(through, n=10)[-1]
+    ratio = med / raw_med
+    print(f"iterations          {n}")
+    ip_med = statistics.median(in_process)
+    print(f"raw unlinkat                     median {raw_med:8.1f} us")
+    print(f"unlink_note in process (layer 2) median {ip_med:8.1f} us  (resolve, verify, fsync)")
+    print(f"{mode:8} worker delete           median {med:8.1f} us  p90 {p90:8.1f} us")
+    print(f"sandbox overhead (worker - in process)  {med - ip_med:8.1f} us")
+    print(f"ratio worker / raw                      {ratio:8.1f}x")
+    ok = med <= TARGET_US and ratio <= TARGET_RATIO
+    print(f"targets (<= {TARGET_US:.0f} us, <= {TARGET_RATIO:.0f}x): {'met' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

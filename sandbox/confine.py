@@ -1,0 +1,130 @@
+"""Landlock confinement of the calling process: deny every handled right except the listed ones.
+
+Guarantees: after `confine()` returns, the calling thread (and any child it forks later) is
+restricted for life: every filesystem right the running ABI knows is *handled* (denied unless a
+rule allows it beneath one of the given directories), TCP bind/connect are denied (ABI >= 4),
+abstract unix sockets and signals cannot reach outside the domain (ABI >= 6), and no_new_privs is
+set first. Rules go only on directory fds; rights are validated before any syscall, and the ruleset
+fd is always closed. If any step fails it raises, and the caller must not continue unconfined.
+
+Does not: confine other threads (before ABI 8 Landlock binds only the calling thread, so this
+refuses to run in a multi-threaded process unless told otherwise), restrict access through fds
+opened *before* the call (Landlock checks at open time; already-open files keep their access,
+which is why the worker closes every other fd first), stop reads of the fds it keeps, or limit
+anything Landlock does not know (e.g. UDP, ptrace of same-domain processes, /proc of itself).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sandbox import landlock_abi as ll
+from sandbox.errors import ConfinementError
+from sandbox.process import no_new_privs, set_no_new_privs, thread_count
+
+#: What the delete worker may do beneath the workspace: unlink files. Resolution needs nothing
+#: more: O_PATH opens and openat2 walks need no Landlock right, and unlinkat needs REMOVE_FILE on
+#: the parent directory. READ_DIR is allowed because the filesystem layer opens directories with
+#: O_DIRECTORY (not O_PATH) to walk them; it lists names, never contents.
+DELETE_RIGHTS = ll.ACCESS_FS_REMOVE_FILE | ll.ACCESS_FS_READ_DIR
+
+#: What the write worker may do beneath the workspace: create a regular file (MAKE_REG) and
+#: write it (WRITE_FILE), make missing folders (MAKE_DIR), open folders to walk them (READ_DIR),
+#: and replace a note atomically by renaming a temporary file over it in the same folder, which
+#: needs REMOVE_FILE (the replaced entry, and cleanup of a failed temp file) besides MAKE_REG.
+#: Not granted: READ_FILE and TRUNCATE (the filesystem layer never reads or truncates in these
+#: paths: creates are O_EXCL, updates write a new file), REFER (only for moves between
+#: folders), REMOVE_DIR, and every MAKE_* but REG and DIR.
+WRITE_RIGHTS = (
+    ll.ACCESS_FS_MAKE_REG
+    | ll.ACCESS_FS_MAKE_DIR
+    | ll.ACCESS_FS_WRITE_FILE
+    | ll.ACCESS_FS_REMOVE_FILE
+    | ll.ACCESS_FS_READ_DIR
+)
+
+
+@dataclass(frozen=True)
+class ConfinementReport:
+    """What `confine()` enforced."""
+
+    abi: int
+    handled_fs: int
+    handled_net: int
+    scoped: int
+    allowed: tuple[int, ...]  # per rule, in order
+    no_new_privs: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "abi": self.abi,
+            "handled_fs": self.handled_fs,
+            "handled_net": self.handled_net,
+            "scoped": self.scoped,
+            "allowed": list(self.allowed),
+            "allowed_names": [ll.describe_fs(a) for a in self.allowed],
+            "no_new_privs": self.no_new_privs,
+        }
+
+
+def _check_rules(rules: Sequence[tuple[int, int]], handled_fs: int, abi: int) -> None:
+    for fd, allowed in rules:
+        if allowed == 0:
+            raise ValueError("a rule must allow at least one right")
+        if allowed & ~handled_fs:
+            extra = ll.describe_fs(allowed & ~handled_fs)
+            raise ValueError(f"rule allows rights that are not handled (ABI {abi}): {extra}")
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISDIR(mode):
+            # The kernel accepts file rights on a file fd, but our rules name directories:
+            # a REMOVE_FILE rule on a regular file would fail with EINVAL anyway.
+            raise ValueError(f"rule fd {fd} is not a directory")
+
+
+def _rule_rights(rules: Sequence[tuple[int, int]], abi: int) -> tuple[int, ...]:
+    # Rights a kernel does not know (e.g. TRUNCATE before ABI 3) are dropped from the rules;
+    # they are not handled there either, so nothing is denied that was meant to be allowed.
+    known = ll.fs_rights(abi)
+    return tuple(allowed & known for _fd, allowed in rules)
+
+
+def confine(
+    rules: Sequence[tuple[int, int]],
+    *,
+    handled: int | None = None,
+    deny_tcp: bool = True,
+    scope: bool = True,
+    allow_threads: bool = False,
+) -> ConfinementReport:
+    """Restrict this process to `rules` [(directory fd, allowed fs rights)], irreversibly.
+
+    `handled` defaults to every filesystem right of the running ABI, so anything not allowed by a
+    rule is denied. Raises `ll.LandlockUnavailable` if the kernel cannot enforce Landlock,
+    `ll.LandlockError` if a syscall fails, `ValueError` for a bad rule, `ConfinementError` if the
+    process is multi-threaded (Landlock would bind only this thread) and `allow_threads` is false.
+    """
+    if not allow_threads and (threading.active_count() != 1 or thread_count() != 1):
+        raise ConfinementError("refusing to confine a multi-threaded process (one thread only)")
+    abi = ll.abi_version()
+    all_fs = ll.fs_rights(abi)
+    handled_fs = all_fs if handled is None else handled
+    if handled_fs == 0 or handled_fs & ~all_fs:
+        raise ValueError(f"handled rights must be a non-empty subset of ABI {abi}'s")
+    allowed = _rule_rights(rules, abi)
+    _check_rules([(fd, a) for (fd, _), a in zip(rules, allowed, strict=True)], handled_fs, abi)
+    handled_net = ll.net_rights(abi) if deny_tcp else 0
+    scoped = ll.scopes(abi) if scope else 0
+
+    set_no_new_privs()
+    ruleset_fd = ll.create_ruleset(abi, handled_fs, handled_net, scoped)
+    try:
+        for (fd, _), rights in zip(rules, allowed, strict=True):
+            ll.add_path_rule(ruleset_fd, fd, rights)
+        ll.restrict_self(ruleset_fd, 0)
+    finally:
+        os.close(ruleset_fd)
+    return ConfinementReport(abi, handled_fs, handled_net, scoped, allowed, no_new_privs())

@@ -1,0 +1,452 @@
+"""The server side of the confined worker: start, talk to, restart and reap it.
+
+Guarantees: `ConfinedWorker` runs one worker process per instance (per workspace and kind), one
+request at a time (a lock), and hands back either the worker's answer, the `fs_notes.fs` error
+class it named, `OsRefused` (the OS said no), or `WorkerFailed`. A worker that times out, dies or
+breaks the protocol is SIGKILLed (with any children, found via psutil) and reaped before
+`WorkerFailed` is raised; the next call starts a fresh one. A worker is accepted only after its
+hello frame confirms the requested kind and mode, its pid, and that exactly the expected fds are
+open in it. The workspace directory is opened once (O_DIRECTORY|O_NOFOLLOW) and that same
+directory is handed to every restart. Workers are started from one long-lived spawner thread, so
+their PR_SET_PDEATHSIG (which fires when the *thread* that forked them exits) fires only when
+the server process itself goes away; `close()`, garbage collection and interpreter exit (a
+weakref.finalize hook, which runs at exit) close the channel, wait briefly and then kill + reap.
+
+Does not: retry a failed request (a deletion that timed out may or may not have happened; the
+caller re-checks), make policy decisions (who may delete what: upstream), or choose the mode
+(`sandbox.probe.select_mode` does; mode "none" must come from an explicit operator opt-in).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NoReturn
+
+import psutil
+
+import fs_notes.fs.errors as fs_errors
+from fs_notes.fs.identity import Identity
+from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
+from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
+from sandbox.errors import ConfinementError, OsRefused, WorkerFailed
+from sandbox.protocol import (
+    HEADER_SIZE,
+    MAX_REPLY,
+    MAX_REQUEST,
+    Channel,
+    ProtocolError,
+    encode,
+    encode_data,
+)
+
+Kind = Literal["delete", "write"]
+Mode = Literal["landlock", "chroot", "none"]
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+_BOOTSTRAP = (
+    f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
+    "from sandbox.worker import main; sys.exit(main())"
+)
+_REQUIRED_RIGHTS = {"delete": DELETE_RIGHTS, "write": WRITE_RIGHTS}
+
+
+@dataclass(frozen=True)
+class DebugOptions:
+    """Test-only switches; the server never sets them.
+
+    `ops` enables the worker's raw ops (`unlink_raw`, `create_raw`, `read_raw`) and `sleep`;
+    `extra_fds` are passed into the worker (a deliberate leak), and `keep_extra_fds` tells it
+    not to close them;
+    `hide_landlock` starts the worker with the test switch FS_NOTES_HIDE_LANDLOCK=1 (the chroot
+    tests use it to prove chroot alone, with Landlock out of the picture).
+    """
+
+    ops: bool = True
+    extra_fds: tuple[int, ...] = ()
+    keep_extra_fds: bool = True
+    hide_landlock: bool = False
+
+
+class _Spawner:
+    """Runs every Popen on one daemon thread that lives as long as the process."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[
+            tuple[concurrent.futures.Future[subprocess.Popen[bytes]], Callable[[], Any]]
+        ] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        while True:
+            future, start = self._queue.get()
+            try:
+                future.set_result(start())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+    def popen(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="sandbox-spawner", daemon=True
+                )
+                self._thread.start()
+        future: concurrent.futures.Future[subprocess.Popen[bytes]] = concurrent.futures.Future()
+        self._queue.put((future, start))
+        return future.result()
+
+
+_spawner = _Spawner()
+
+
+@dataclass
+class _Child:
+    proc: subprocess.Popen[bytes]
+    channel: Channel
+    hello: dict[str, Any]
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the worker and anything it started, then reap it."""
+    if proc.poll() is None:
+        try:
+            descendants = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            descendants = []
+        for d in descendants:
+            with contextlib.suppress(psutil.Error):
+                d.kill()
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def _stop(child: _Child, grace: float) -> None:
+    """Close the channel (the worker exits on EOF), wait `grace` seconds, then kill; reap."""
+    child.channel.sock.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.proc.wait(timeout=grace)
+    _kill(child.proc)
+
+
+class _Holder:
+    """The mutable state a finalizer may need without keeping the ConfinedWorker alive."""
+
+    def __init__(self, workspace_fd: int) -> None:
+        self.workspace_fd = workspace_fd
+        self.child: _Child | None = None
+
+    def shutdown(self) -> None:
+        child, self.child = self.child, None
+        if child is not None:
+            _stop(child, grace=1.0)
+        if self.workspace_fd >= 0:
+            os.close(self.workspace_fd)
+            self.workspace_fd = -1
+
+
+def _child_env(debug: DebugOptions | None) -> dict[str, str]:
+    # A minimal environment: nothing of the server's (tokens, keys) reaches the worker. The
+    # test switch is passed on so a hidden Landlock stays hidden in the worker too.
+    env: dict[str, str] = {}
+    hide = os.environ.get("FS_NOTES_HIDE_LANDLOCK")
+    if hide is not None:
+        env["FS_NOTES_HIDE_LANDLOCK"] = hide
+    if debug is not None and debug.hide_landlock:
+        env["FS_NOTES_HIDE_LANDLOCK"] = "1"
+    return env
+
+
+class ConfinedWorker:
+    """A persistent confined worker for one workspace and one kind of operation."""
+
+    def __init__(
+        self,
+        workspace_path: str,
+        kind: Kind,
+        mode: Mode,
+        *,
+        symlinks: Literal["deny", "within"] = "deny",
+        start_timeout: float = 10.0,
+        debug: DebugOptions | None = None,
+    ) -> None:
+        if kind not in ("delete", "write"):
+            raise ValueError(f"unknown worker kind {kind!r}")
+        if mode not in ("landlock", "chroot", "none"):
+            raise ValueError(f"unknown sandbox mode {mode!r}")
+        if symlinks not in ("deny", "within"):
+            raise ValueError(f"unknown symlink policy {symlinks!r}")
+        self.kind: Kind = kind
+        self.mode: Mode = mode
+        self._symlinks = symlinks
+        self._start_timeout = start_timeout
+        self._debug = debug
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            fd = os.open(
+                workspace_path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            )
+        except OSError as exc:
+            raise fs_errors.error_for_errno(exc.errno) from exc
+        self._holder = _Holder(fd)
+        self._finalizer = weakref.finalize(self, self._holder.shutdown)
+        try:
+            with self._lock:
+                self._ensure_started()
+        except BaseException:
+            self._finalizer()
+            raise
+
+    # -- process management ------------------------------------------------------------
+
+    def _command(self, channel_fd: int) -> list[str]:
+        cmd = [
+            sys.executable, "-I", "-X", "utf8", "-c", _BOOTSTRAP,
+            "--kind", self.kind,
+            "--mode", self.mode,
+            "--workspace-fd", str(self._holder.workspace_fd),
+            "--channel-fd", str(channel_fd),
+            "--parent-pid", str(os.getpid()),
+            "--symlinks", self._symlinks,
+        ]  # fmt: skip
+        if self._debug is not None:
+            if self._debug.ops:
+                cmd.append("--debug-ops")
+            if self._debug.keep_extra_fds:
+                for fd in self._debug.extra_fds:
+                    cmd += ["--keep-fd", str(fd)]
+        return cmd
+
+    def _expected_fds(self, channel_fd: int) -> set[int]:
+        fds = {0, 1, 2, self._holder.workspace_fd, channel_fd}
+        if self._debug is not None and self._debug.keep_extra_fds:
+            fds |= set(self._debug.extra_fds)
+        return fds
+
+    def _check_hello(self, reply: dict[str, Any] | None, pid: int, channel_fd: int) -> None:
+        if reply is None:
+            raise WorkerFailed("worker exited before it was ready")
+        if reply.get("ok") is not True:
+            if reply.get("error") == "ConfinementError":
+                raise ConfinementError(f"worker refused to start: {reply.get('detail')}")
+            raise WorkerFailed("worker sent an unexpected first frame")
+        hello = reply.get("hello")
+        if not isinstance(hello, dict):
+            raise WorkerFailed("worker sent no hello")
+        checks = [
+            hello.get("pid") == pid,
+            hello.get("kind") == self.kind,
+            hello.get("mode") == self.mode,
+            hello.get("no_new_privs") is True,
+            isinstance(hello.get("fds"), list)
+            and set(hello["fds"]) == self._expected_fds(channel_fd),
+        ]
+        if self.mode == "landlock":
+            conf = hello.get("confinement")
+            checks.append(
+                isinstance(conf, dict)
+                and isinstance(conf.get("abi"), int)
+                and conf["abi"] >= 1
+                and isinstance(conf.get("allowed"), list)
+                and conf["allowed"] != []
+                and all(isinstance(a, int) for a in conf["allowed"])
+                and all(a & ~_REQUIRED_RIGHTS[self.kind] == 0 for a in conf["allowed"])
+            )
+        if self.mode == "chroot":
+            conf = hello.get("confinement")
+            caps = KEPT_CAPABILITIES | (WRITE_EXTRA_CAPABILITIES if self.kind == "write" else set())
+            checks.append(
+                isinstance(conf, dict) and conf.get("effective_caps") == sum(1 << c for c in caps)
+            )
+        if not all(checks):
+            raise ConfinementError("worker's hello does not match what was asked for")
+
+    def _start(self) -> _Child:
+        parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        channel_fd = child_sock.fileno()
+        extra = self._debug.extra_fds if self._debug is not None else ()
+        cmd = self._command(channel_fd)
+        try:
+            proc = _spawner.popen(
+                lambda: subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    close_fds=True,
+                    pass_fds=(self._holder.workspace_fd, channel_fd, *extra),
+                    env=_child_env(self._debug),
+                    start_new_session=True,
+                )
+            )
+        except BaseException:
+            parent_sock.close()
+            raise
+        finally:
+            child_sock.close()
+        child = _Child(proc, Channel(parent_sock, MAX_REPLY), {})
+        try:
+            reply = child.channel.recv(time.monotonic() + self._start_timeout)
+            self._check_hello(reply, proc.pid, channel_fd)
+        except (OSError, TimeoutError, ProtocolError) as exc:
+            _stop(child, grace=0.0)
+            raise WorkerFailed("worker did not start") from exc
+        except BaseException:
+            _stop(child, grace=0.0)
+            raise
+        assert reply is not None
+        child.hello = reply["hello"]
+        return child
+
+    def _ensure_started(self) -> _Child:
+        child = self._holder.child
+        if child is not None and child.proc.poll() is None:
+            return child
+        if child is not None:  # it died: reap it and start afresh
+            self._holder.child = None
+            _stop(child, grace=0.0)
+        child = self._start()
+        self._holder.child = child
+        return child
+
+    def _discard(self, child: _Child) -> None:
+        if self._holder.child is child:
+            self._holder.child = None
+        child.channel.sock.close()
+        _kill(child.proc)
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        with self._lock:
+            if self._closed:
+                raise WorkerFailed("worker is closed")
+            child = self._ensure_started()
+            frame = encode(message)
+            if len(frame) - HEADER_SIZE > MAX_REQUEST:
+                raise fs_errors.TooLarge()  # refused here: the worker would drop the channel
+            deadline = time.monotonic() + timeout
+            try:
+                child.channel.sock.settimeout(timeout)
+                child.channel.sock.sendall(frame)
+                reply = child.channel.recv(deadline)
+            except (OSError, TimeoutError, ProtocolError) as exc:
+                self._discard(child)
+                raise WorkerFailed("worker failed during the request") from exc
+            if reply is None:
+                self._discard(child)
+                raise WorkerFailed("worker exited during the request")
+            if reply.get("ok") is True:
+                return reply
+            self._raise_for(reply, child)
+
+    def _raise_for(self, reply: dict[str, Any], child: _Child) -> NoReturn:
+        error = reply.get("error")
+        if error == "OSError" and type(reply.get("errno")) is int:
+            raise OsRefused(reply["errno"])
+        if error == "BadRequest":
+            raise ValueError("the worker rejected a malformed request")
+        if isinstance(error, str) and error in fs_errors.__all__:
+            cls = getattr(fs_errors, error)
+            if isinstance(cls, type) and issubclass(cls, fs_errors.FsError):
+                raise cls()
+        self._discard(child)  # InternalError or nonsense: do not trust this process again
+        raise WorkerFailed("worker sent an unexpected reply")
+
+    def _identity(self, reply: dict[str, Any]) -> Identity:
+        try:
+            return Identity.from_json(reply.get("identity"))
+        except ValueError as exc:
+            raise WorkerFailed("worker sent a malformed identity") from exc
+
+    def delete(self, relpath: str, expected: Identity, timeout: float = 5.0) -> None:
+        """Unlink the note `relpath` if it is still the file `expected` describes."""
+        self._call({"op": "delete", "relpath": relpath, "expected": expected.to_json()}, timeout)
+
+    def create(self, relpath: str, data: bytes, timeout: float = 5.0) -> Identity:
+        """Create a new note (never overwrites); returns its identity."""
+        message = {"op": "create", "relpath": relpath, "data": encode_data(data)}
+        return self._identity(self._call(message, timeout))
+
+    def update(
+        self,
+        relpath: str,
+        data: bytes,
+        expected: Identity | None = None,
+        timeout: float = 5.0,
+    ) -> Identity:
+        """Replace an existing note atomically (optionally only if it is still `expected`)."""
+        message: dict[str, Any] = {"op": "update", "relpath": relpath, "data": encode_data(data)}
+        if expected is not None:
+            message["expected"] = expected.to_json()
+        return self._identity(self._call(message, timeout))
+
+    # -- debug ops (tests and the escape exercises only) -------------------------------
+
+    def _require_debug(self) -> None:
+        if self._debug is None or not self._debug.ops:
+            raise RuntimeError("debug ops need ConfinedWorker(..., debug=DebugOptions())")
+
+    def _raw(self, op: str, path: str, dir_fd: int | None, timeout: float) -> None:
+        self._require_debug()
+        message: dict[str, Any] = {"op": op, "path": path}
+        if dir_fd is not None:
+            message["dir_fd"] = dir_fd
+        self._call(message, timeout)
+
+    def unlink_raw(self, path: str, *, dir_fd: int | None = None, timeout: float = 5.0) -> None:
+        """Debug: a bare os.unlink(path, dir_fd=...) in the worker, with no resolution checks."""
+        self._raw("unlink_raw", path, dir_fd, timeout)
+
+    def create_raw(self, path: str, *, dir_fd: int | None = None, timeout: float = 5.0) -> None:
+        """Debug: a bare exclusive create of an empty file in the worker."""
+        self._raw("create_raw", path, dir_fd, timeout)
+
+    def read_raw(self, path: str, *, dir_fd: int | None = None, timeout: float = 5.0) -> None:
+        """Debug: a bare open+read in the worker (the bytes stay there; only success is told)."""
+        self._raw("read_raw", path, dir_fd, timeout)
+
+    def sleep(self, seconds: float, timeout: float = 5.0) -> None:
+        """Debug: make the worker busy for `seconds`."""
+        self._require_debug()
+        self._call({"op": "sleep", "seconds": seconds}, timeout)
+
+    # -- introspection and shutdown --------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        """The current worker's pid (None when none is running)."""
+        child = self._holder.child
+        return child.proc.pid if child is not None else None
+
+    @property
+    def hello(self) -> Mapping[str, Any]:
+        """What the current worker reported about itself when it started."""
+        child = self._holder.child
+        return dict(child.hello) if child is not None else {}
+
+    def close(self) -> None:
+        """Stop the worker (EOF, then SIGKILL after 1 s) and reap it. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._finalizer()
+
+    def __enter__(self) -> ConfinedWorker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

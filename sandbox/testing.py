@@ -1,0 +1,46 @@
+"""When a containment test may run, must fail, or may skip: one rule for every test of layer 3.
+
+Guarantees: `requirement("landlock")` answers "run" only if the probe saw Landlock *enforced*
+(and at least the ABI in FS_NOTES_EXPECT_LANDLOCK, when set); "hidden" when the test switch
+FS_NOTES_HIDE_LANDLOCK=1 is on (the test must then prove the landlock worker refuses to start:
+fail closed); otherwise "fail" when CI=true or FS_NOTES_EXPECT_LANDLOCK is set, and "skip" only
+on a developer machine. `requirement("chroot")` is "run", else "fail" under CI=true, else "skip".
+
+Does not: import pytest (the tests turn the verdict into pytest.fail / pytest.skip), or probe
+more than once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Literal
+
+from sandbox import landlock_abi
+from sandbox.probe import HostReport, probe
+
+Verdict = Literal["run", "hidden", "fail", "skip"]
+
+
+@functools.cache
+def host_report() -> HostReport:
+    return probe()
+
+
+def requirement(layer: Literal["landlock", "chroot"]) -> tuple[Verdict, str]:
+    ci = os.environ.get("CI", "").lower() == "true"
+    if layer == "chroot":
+        report = host_report()
+        if report.chroot:
+            return "run", ""
+        return ("fail" if ci else "skip"), f"chroot unavailable: {report.chroot_reason}"
+    if landlock_abi.hidden():
+        return "hidden", "Landlock hidden by FS_NOTES_HIDE_LANDLOCK=1"
+    expect = os.environ.get("FS_NOTES_EXPECT_LANDLOCK", "")
+    report = host_report()
+    if report.landlock_enforced:
+        if expect.isdigit() and (report.landlock_abi or 0) < int(expect):
+            return "fail", f"Landlock ABI {report.landlock_abi} < expected {expect}"
+        return "run", ""
+    why = f"Landlock not enforced: {report.landlock_reason}"
+    return ("fail" if ci or expect else "skip"), why

@@ -1,0 +1,208 @@
+"""The confined worker process: one per workspace and kind, started by `sandbox.supervisor`.
+
+Guarantees: before it reads its first request the worker has (1) asked for SIGKILL when its
+parent dies, (2) imported every module it will use (after confinement nothing outside the
+workspace can be read, not even Python's own library), (3) closed every fd except 0-2, the
+workspace directory fd and its end of the socketpair (checked again via /proc/self/fd and reported
+to the supervisor), (4) checked it is single-threaded, and (5) applied its mode: "landlock" (only
+the rights its kind needs, beneath the workspace; every other fs right, TCP, signals and abstract
+unix sockets to outside its domain denied), "chroot" (`sandbox.chroot`), or "none" (no_new_privs
+only; upstream allows it only with the operator's explicit --allow-unconfined). If any step fails
+it reports `ConfinementError` and exits: it never serves unconfined in a confined mode. Then it
+serves one request at a time, each resolved by `fs_notes.fs.WorkspaceRoot`, and exits on EOF.
+
+Does not: trust the supervisor's requests beyond their shape (the filesystem layer still resolves
+and verifies every path); serve the debug ops (`unlink_raw`, `create_raw`, `read_raw`, `sleep`)
+unless started with
+`--debug-ops` (set only by tests and the escape exercises, never by the server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import fs_notes.fs
+import fs_notes.fs.errors as fs_errors
+from fs_notes.fs import WorkspaceRoot
+from fs_notes.fs.errors import FsError
+from fs_notes.fs.identity import Identity
+from sandbox import landlock_abi, process
+from sandbox.chroot import WRITE_EXTRA_CAPABILITIES, enter_chroot
+from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS, confine
+from sandbox.errors import ConfinementError
+from sandbox.protocol import MAX_REQUEST, Channel, ProtocolError, Request, parse_request
+
+RIGHTS_BY_KIND = {"delete": DELETE_RIGHTS, "write": WRITE_RIGHTS}
+_RAW_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+
+
+class NoteOps(Protocol):
+    """What the worker uses of fs_notes.fs.WorkspaceRoot."""
+
+    def unlink_note(self, relpath: str, expected: Identity) -> None: ...
+
+    def create_note(self, relpath: str, data: bytes) -> Identity: ...
+
+    def update_note(
+        self, relpath: str, data: bytes, *, expected: Identity | None = None
+    ) -> Identity: ...
+
+
+@dataclass
+class _State:
+    kind: str
+    debug: bool
+    root: NoteOps  # a WorkspaceRoot, opened before confinement
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="sandbox.worker")
+    p.add_argument("--kind", choices=["delete", "write"], required=True)
+    p.add_argument("--mode", choices=["landlock", "chroot", "none"], required=True)
+    p.add_argument("--workspace-fd", type=int, required=True)
+    p.add_argument("--channel-fd", type=int, required=True)
+    p.add_argument("--parent-pid", type=int, required=True)
+    p.add_argument("--symlinks", choices=["deny", "within"], default="deny")
+    p.add_argument("--debug-ops", action="store_true")
+    p.add_argument("--keep-fd", type=int, action="append", default=[])
+    return p.parse_args(argv)
+
+
+def _import_everything() -> None:
+    """Import the filesystem layer and all its submodules now, while imports still work."""
+    for info in pkgutil.walk_packages(fs_notes.fs.__path__, "fs_notes.fs."):
+        importlib.import_module(info.name)
+
+
+def _confine(mode: str, kind: str, workspace_fd: int) -> dict[str, Any]:
+    if mode == "landlock":
+        if landlock_abi.hidden():
+            raise ConfinementError("Landlock hidden by FS_NOTES_HIDE_LANDLOCK=1")
+        rule_fd = os.open(
+            ".", os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=workspace_fd
+        )
+        try:
+            return confine([(rule_fd, RIGHTS_BY_KIND[kind])]).to_json()
+        finally:
+            os.close(rule_fd)
+    if mode == "chroot":
+        extra = WRITE_EXTRA_CAPABILITIES if kind == "write" else frozenset()
+        return enter_chroot(workspace_fd, extra_caps=extra).to_json()
+    process.set_no_new_privs()
+    return {}
+
+
+def _prepare(args: argparse.Namespace) -> tuple[_State, dict[str, Any]]:
+    _import_everything()
+    keep = {0, 1, 2, args.workspace_fd, args.channel_fd, *args.keep_fd}
+    fds = process.close_fds_except(keep)
+    os.fchdir(args.workspace_fd)  # relative paths (debug ops) start at the workspace
+    if threading.active_count() != 1 or process.thread_count() != 1:
+        raise ConfinementError("worker is not single-threaded")
+    root = WorkspaceRoot.from_fd(os.dup(args.workspace_fd), resolver="auto", symlinks=args.symlinks)
+    report = _confine(args.mode, args.kind, args.workspace_fd)
+    hello = {
+        "pid": os.getpid(),
+        "kind": args.kind,
+        "mode": args.mode,
+        "fds": fds,
+        "workspace_fd": args.workspace_fd,
+        "confinement": report,
+        "no_new_privs": process.no_new_privs(),
+        "debug": args.debug_ops,
+    }
+    return _State(args.kind, args.debug_ops, root), hello
+
+
+def _public_error_name(exc: FsError) -> str:
+    """The most specific class of `exc` that `fs_notes.fs.errors` exports under its own name."""
+    for cls in type(exc).__mro__:
+        if getattr(fs_errors, cls.__name__, None) is cls:
+            return str(cls.__name__)
+    return "FsError"
+
+
+def _act(state: _State, req: Request) -> dict[str, Any]:
+    if req.op == "delete":
+        state.root.unlink_note(req.relpath, Identity.from_json(req.expected))
+        return {"ok": True}
+    if req.op == "create":
+        ident = state.root.create_note(req.relpath, req.data or b"")
+        return {"ok": True, "identity": ident.to_json()}
+    if req.op == "update":
+        expected = None if req.expected is None else Identity.from_json(req.expected)
+        ident = state.root.update_note(req.relpath, req.data or b"", expected=expected)
+        return {"ok": True, "identity": ident.to_json()}
+    # Debug only: bare syscalls, no resolution, no checks, so only the OS layer can say no.
+    if req.op == "unlink_raw":
+        os.unlink(req.relpath, dir_fd=req.dir_fd)
+        return {"ok": True}
+    if req.op == "create_raw":
+        os.close(os.open(req.relpath, _RAW_CREATE, 0o600, dir_fd=req.dir_fd))
+        return {"ok": True}
+    if req.op == "read_raw":  # the content never leaves the worker
+        fd = os.open(req.relpath, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=req.dir_fd)
+        try:
+            os.read(fd, 1)
+        finally:
+            os.close(fd)
+        return {"ok": True}
+    time.sleep(req.seconds)  # "sleep", debug only: lets tests kill a worker mid-request
+    return {"ok": True}
+
+
+def handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
+    """One request -> one reply; never raises."""
+    try:
+        req = parse_request(message, state.kind, state.debug)
+        return _act(state, req)
+    except ProtocolError:
+        return {"ok": False, "error": "BadRequest"}
+    except FsError as exc:
+        return {"ok": False, "error": _public_error_name(exc)}
+    except OSError as exc:
+        return {"ok": False, "error": "OSError", "errno": exc.errno or 0}
+    except (ValueError, TypeError):
+        return {"ok": False, "error": "BadRequest"}
+    except Exception:
+        return {"ok": False, "error": "InternalError"}
+
+
+def serve(channel: Channel, state: _State) -> int:
+    while True:
+        try:
+            message = channel.recv()
+        except ProtocolError:
+            return 2  # desynchronised stream: stop; the supervisor restarts us
+        if message is None:
+            return 0  # EOF: the supervisor closed the channel (or died)
+        channel.send(handle(state, message))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    process.die_with_parent(args.parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
+    channel = Channel(socket.socket(fileno=args.channel_fd), MAX_REQUEST)
+    try:
+        state, hello = _prepare(args)
+    except Exception as exc:
+        detail = f"{type(exc).__name__}: {exc}"
+        channel.send({"ok": False, "error": "ConfinementError", "detail": detail})
+        return 3
+    channel.send({"ok": True, "hello": hello})
+    return serve(channel, state)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
