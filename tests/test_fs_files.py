@@ -436,6 +436,21 @@ def test_from_fd_takes_ownership_even_when_it_fails(tmp_path: Path) -> None:
     assert info.value.errno == errno.EBADF
 
 
+def test_a_root_from_an_o_path_fd_serves_every_operation(tmp_path: Path, resolver: str) -> None:
+    """The sandbox hands workspace fds around; an O_PATH one must do (listing reopens '.')."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "n.md").write_bytes(b"n")
+    fd = os.open(tmp_path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    with WorkspaceRoot.from_fd(fd, resolver=resolver) as root:  # type: ignore[arg-type]
+        assert root.resolver_name == resolver
+        assert root.read_note("a/n.md")[0] == b"n"
+        assert [note for note, _ in root.iter_notes()] == ["a/n.md"]
+        ident = root.update_note("a/n.md", b"m")
+        root.unlink_note("a/n.md", ident)
+        root.create_note("b/n.md", b"x")
+    assert sorted(os.listdir(tmp_path)) == ["a", "b"] and os.listdir(tmp_path / "a") == []
+
+
 def test_after_close_every_operation_fails_and_the_fd_is_released(tmp_path: Path) -> None:
     root = WorkspaceRoot.open(tmp_path, resolver="walk")
     fd = root.fd

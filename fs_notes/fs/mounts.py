@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import functools
 import os
+import struct
+import threading
 from collections.abc import Callable
-from typing import Any
 
 __all__ = ["mount_id", "mount_id_at"]
 
@@ -24,19 +24,21 @@ AT_EMPTY_PATH = 0x1000
 AT_SYMLINK_NOFOLLOW = 0x100
 STATX_MNT_ID = 0x1000
 _STATX_SIZE = 256
-_MASK_OFFSET = 0x00
-_MNT_ID_OFFSET = 0x90
 
 
-@functools.cache
-def _statx() -> Callable[..., Any] | None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    fn = getattr(libc, "statx", None)
+def _load_statx() -> Callable[..., int] | None:
+    fn = getattr(ctypes.CDLL(None, use_errno=True), "statx", None)
     if fn is None:
         return None
+    # No argtypes (their conversion costs as much as the call): every argument is an int-sized
+    # integer (dirfd, flags, mask) or a pointer (path bytes, result buffer), passed as is.
     fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
     return fn  # type: ignore[no-any-return]
+
+
+_statx = _load_statx()
+_MASK_AND_MNT_ID = struct.Struct("=I140xQ")  # stx_mask at 0x00, stx_mnt_id at 0x90
+_local = threading.local()  # one result buffer per thread, reused
 
 
 def mount_id(fd: int) -> int | None:
@@ -50,15 +52,15 @@ def mount_id_at(dirfd: int, name: str) -> int | None:
 
 
 def _mount_id(dirfd: int, path: bytes, flags: int) -> int | None:
-    fn = _statx()
-    if fn is None:
+    if _statx is None:
         return None
-    buf = ctypes.create_string_buffer(_STATX_SIZE)
-    if fn(dirfd, path, flags, STATX_MNT_ID, buf) != 0:
+    buf = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = ctypes.create_string_buffer(_STATX_SIZE)
+    if _statx(dirfd, path, flags, STATX_MNT_ID, buf) != 0:
         err = ctypes.get_errno()
         if err == errno.ENOSYS:  # libc has the wrapper, the kernel has not
             return None
         raise OSError(err, os.strerror(err))
-    if not ctypes.c_uint32.from_buffer(buf, _MASK_OFFSET).value & STATX_MNT_ID:
-        return None
-    return int(ctypes.c_uint64.from_buffer(buf, _MNT_ID_OFFSET).value)
+    mask, mnt_id = _MASK_AND_MNT_ID.unpack_from(buf)
+    return int(mnt_id) if mask & STATX_MNT_ID else None

@@ -16,6 +16,7 @@ import functools
 import os
 import platform
 import sys
+from typing import Any
 
 __all__ = [
     "MAX_RETRIES",
@@ -65,29 +66,29 @@ class OpenHow(ctypes.Structure):
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall
 _syscall.restype = ctypes.c_long
-# The struct goes by address (c_void_p): POINTER(OpenHow) conversion costs more than the syscall.
-_syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
+# No argtypes: their per-call conversion costs more than the syscall itself. The arguments are
+# small integers (number, dirfd, size), which libffi widens to a full register, and pointers
+# passed as pointer objects (path bytes, byref(open_how)), never as bare integers.
 _NR = SYS_OPENAT2 if SYS_OPENAT2 is not None else -1
 _HOW_SIZE = ctypes.sizeof(OpenHow)
 _FS_ENCODING = sys.getfilesystemencoding()
 _FS_ERRORS = sys.getfilesystemencodeerrors()
 _RETRY = frozenset((errno.EAGAIN, errno.EINTR))
 
-# Read-only open_how structs, kept alive here and shared per (flags, mode, resolve): the kernel
-# only reads them, so sharing across threads is fine.
-_HOWS: dict[tuple[int, int, int], tuple[OpenHow, int]] = {}
+# Read-only open_how structs (a byref keeps its struct alive), shared per (flags, mode, resolve):
+# the kernel only reads them, so threads can share them.
+_HOWS: dict[tuple[int, int, int], Any] = {}
 _MAX_HOWS = 64
 
 
-def _how_address(flags: int, mode: int, resolve: int) -> tuple[OpenHow, int]:
+def _how(flags: int, mode: int, resolve: int) -> Any:
     key = (flags, mode, resolve)
-    entry = _HOWS.get(key)
-    if entry is None:
-        how = OpenHow(flags, mode, resolve)
-        entry = (how, ctypes.addressof(how))
+    ref = _HOWS.get(key)
+    if ref is None:
+        ref = ctypes.byref(OpenHow(flags, mode, resolve))
         if len(_HOWS) < _MAX_HOWS:
-            _HOWS[key] = entry
-    return entry
+            _HOWS[key] = ref
+    return ref
 
 
 def openat2(dirfd: int, path: str | bytes, flags: int, resolve: int, mode: int = 0) -> int:
@@ -97,16 +98,15 @@ def openat2(dirfd: int, path: str | bytes, flags: int, resolve: int, mode: int =
     raw = path if isinstance(path, bytes) else path.encode(_FS_ENCODING, _FS_ERRORS)
     if b"\x00" in raw:
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
-    how, address = _how_address(flags, mode, resolve)  # ``how`` keeps ``address`` valid
+    how = _how(flags, mode, resolve)
     err = errno.EAGAIN
     for _ in range(MAX_RETRIES):
-        fd: int = _syscall(_NR, dirfd, raw, address, _HOW_SIZE)
+        fd: int = _syscall(_NR, dirfd, raw, how, _HOW_SIZE)
         if fd >= 0:
             return fd
         err = ctypes.get_errno()
         if err not in _RETRY:
             break
-    del how
     raise OSError(err, os.strerror(err))
 
 

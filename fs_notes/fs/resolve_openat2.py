@@ -39,7 +39,7 @@ class Openat2Resolver:
         self._anchor = anchor
         deny = anchor.symlinks == "deny"
         self._resolve = _BASE | (_openat2.RESOLVE_NO_SYMLINKS if deny else 0)
-        self._final_nofollow = os.O_NOFOLLOW if deny else 0
+        self._file_flags = os.O_CLOEXEC | (os.O_NOFOLLOW if deny else 0)
         # No O_NOFOLLOW for folders: under 'deny', RESOLVE_NO_SYMLINKS refuses a trailing symlink
         # with ELOOP (O_NOFOLLOW|O_DIRECTORY would say ENOTDIR); under 'within' it is followed.
         self._dir_flags = DIR_FLAGS & ~os.O_NOFOLLOW
@@ -50,7 +50,9 @@ class Openat2Resolver:
 
     def open_file(self, comps: Sequence[str], flags: int) -> int:
         try:
-            return self._open(comps, flags | os.O_CLOEXEC | self._final_nofollow)
+            return _openat2.openat2(
+                self._anchor.fd, "/".join(comps), flags | self._file_flags, self._resolve
+            )
         except OSError as exc:
             raise_from_os(exc)
 

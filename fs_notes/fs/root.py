@@ -14,9 +14,10 @@ it; deletes resolve the parent fd, lstat the name, compare it with the expected 
 unlinkat it. Error messages never include a path.
 
 What this layer does NOT protect against (decided, not overlooked):
-- Mounts made inside the workspace by root. They are refused, not followed: openat2 sees any mount
-  crossing (RESOLVE_NO_XDEV); the walk compares statx mount ids, and only where the kernel lacks
-  STATX_MNT_ID (before 5.8) falls back to st_dev, which a bind mount of the same device passes.
+- Bind mounts of the same device inside the workspace, on old kernels only. Mounts are refused,
+  not followed: openat2 sees any crossing (RESOLVE_NO_XDEV) and the walk compares statx mount
+  ids; but where the kernel has no STATX_MNT_ID (before 5.8, so no openat2 either unless it is
+  5.6/5.7) the walk can only compare st_dev, which a same-device bind mount passes.
 - Hard links that exist before we look. A hard link is the same file under two names and nothing
   says which name is "inside". We refuse writes and deletes of a file with st_nlink > 1 (as asked)
   and, by our choice, reads and listing too: a read is exactly where a hard link leaks (someone
@@ -192,25 +193,27 @@ class WorkspaceRoot:
     def stat_note(self, relpath: str) -> Identity:
         """The note's identity, without opening its content (O_PATH)."""
         comps = split_relpath(relpath)
-        self._live()
+        if self._closed:
+            self._live()
         fd = self._resolver.open_file(comps, os.O_PATH)
         try:
-            return Identity.of(self._require_note(os.fstat(fd)))
+            st = os.fstat(fd)
         except OSError as exc:
             raise_from_os(exc)
         finally:
             os.close(fd)
+        return Identity.of(self._require_note(st))
 
     def _require_note(self, st: os.stat_result) -> os.stat_result:
+        if stat.S_ISREG(st.st_mode) and st.st_nlink <= 1 and st.st_dev == self._anchor.dev:
+            return st
         if stat.S_ISLNK(st.st_mode):
             raise SymlinkRefused()
         if not stat.S_ISREG(st.st_mode):
             raise NotRegular()
         if st.st_dev != self._anchor.dev:
             raise Escape()
-        if st.st_nlink > 1:
-            raise Hardlinked()
-        return st
+        raise Hardlinked()
 
     # -- writing ---------------------------------------------------------------------------
 
