@@ -4,18 +4,42 @@
 (only when the operator explicitly allows it) an unconfined worker, else refuses.
 `ConfinedWorker` runs the operations in a separate confined process. Each module says what it
 guarantees and what it does not; `chroot.py` lists the fallback's weaknesses.
+
+The names below are imported lazily, so the worker process (which imports `sandbox.worker`)
+does not pay for the supervisor's imports (psutil, subprocess) on every start.
 """
 
-from sandbox.confine import ConfinementReport, confine
-from sandbox.errors import (
-    ConfinementError,
-    NoEnforceableLayer,
-    OsRefused,
-    SandboxError,
-    WorkerFailed,
-)
-from sandbox.probe import HostReport, probe, select_mode
-from sandbox.supervisor import ConfinedWorker, DebugOptions
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sandbox.confine import ConfinementReport, confine
+    from sandbox.errors import (
+        ConfinementError,
+        NoEnforceableLayer,
+        OsRefused,
+        SandboxError,
+        WorkerFailed,
+    )
+    from sandbox.probe import HostReport, probe, select_mode
+    from sandbox.supervisor import ConfinedWorker, DebugOptions
+
+_WHERE = {
+    "ConfinedWorker": "sandbox.supervisor",
+    "ConfinementError": "sandbox.errors",
+    "ConfinementReport": "sandbox.confine",
+    "DebugOptions": "sandbox.supervisor",
+    "HostReport": "sandbox.probe",
+    "NoEnforceableLayer": "sandbox.errors",
+    "OsRefused": "sandbox.errors",
+    "SandboxError": "sandbox.errors",
+    "WorkerFailed": "sandbox.errors",
+    "confine": "sandbox.confine",
+    "probe": "sandbox.probe",
+    "select_mode": "sandbox.probe",
+}
 
 __all__ = [
     "ConfinedWorker",
@@ -31,3 +55,10 @@ __all__ = [
     "probe",
     "select_mode",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -132,7 +132,7 @@ def child_main(argv: list[str]) -> int:
 def _spawn(what: str, inside: str, outside_file: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k == "FS_NOTES_HIDE_LANDLOCK"}
     return subprocess.Popen(
-        [sys.executable, "-I", "-X", "utf8", "-c", _BOOTSTRAP, what, inside, outside_file],
+        [sys.executable, "-I", "-S", "-X", "utf8", "-c", _BOOTSTRAP, what, inside, outside_file],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -156,9 +156,9 @@ def _collect(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
 
 
 def _openat2() -> bool:
-    from fs_notes.fs import openat2
+    from fs_notes.fs import openat2_available
 
-    return openat2.available()
+    return openat2_available()
 
 
 def probe(timeout: float = 10.0) -> HostReport:

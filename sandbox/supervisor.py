@@ -19,26 +19,22 @@ caller re-checks), make policy decisions (who may delete what: upstream), or cho
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import os
-import queue
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
-import psutil
-
 import fs_notes.fs.errors as fs_errors
 from fs_notes.fs.identity import Identity
+from sandbox import landlock_abi as ll
 from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
 from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 from sandbox.errors import ConfinementError, OsRefused, WorkerFailed
@@ -51,10 +47,14 @@ from sandbox.protocol import (
     encode,
     encode_data,
 )
+from sandbox.spawn import kill_and_reap, spawn
 
 Kind = Literal["delete", "write"]
 Mode = Literal["landlock", "chroot", "none"]
 
+# The worker runs isolated (-I: no environment variables, no user site, no cwd on sys.path) and
+# without site (-S: it needs nothing from site-packages, and starts faster); the directory
+# holding this package is put on sys.path explicitly.
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 _BOOTSTRAP = (
     f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
@@ -80,39 +80,6 @@ class DebugOptions:
     hide_landlock: bool = False
 
 
-class _Spawner:
-    """Runs every Popen on one daemon thread that lives as long as the process."""
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[
-            tuple[concurrent.futures.Future[subprocess.Popen[bytes]], Callable[[], Any]]
-        ] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def _run(self) -> None:
-        while True:
-            future, start = self._queue.get()
-            try:
-                future.set_result(start())
-            except BaseException as exc:
-                future.set_exception(exc)
-
-    def popen(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="sandbox-spawner", daemon=True
-                )
-                self._thread.start()
-        future: concurrent.futures.Future[subprocess.Popen[bytes]] = concurrent.futures.Future()
-        self._queue.put((future, start))
-        return future.result()
-
-
-_spawner = _Spawner()
-
-
 @dataclass
 class _Child:
     proc: subprocess.Popen[bytes]
@@ -120,27 +87,12 @@ class _Child:
     hello: dict[str, Any]
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the worker and anything it started, then reap it."""
-    if proc.poll() is None:
-        try:
-            descendants = psutil.Process(proc.pid).children(recursive=True)
-        except psutil.Error:
-            descendants = []
-        for d in descendants:
-            with contextlib.suppress(psutil.Error):
-                d.kill()
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGKILL)
-    proc.wait()
-
-
 def _stop(child: _Child, grace: float) -> None:
     """Close the channel (the worker exits on EOF), wait `grace` seconds, then kill; reap."""
     child.channel.sock.close()
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.proc.wait(timeout=grace)
-    _kill(child.proc)
+    kill_and_reap(child.proc)
 
 
 class _Holder:
@@ -216,7 +168,7 @@ class ConfinedWorker:
 
     def _command(self, channel_fd: int) -> list[str]:
         cmd = [
-            sys.executable, "-I", "-X", "utf8", "-c", _BOOTSTRAP,
+            sys.executable, "-I", "-S", "-X", "utf8", "-c", _BOOTSTRAP,
             "--kind", self.kind,
             "--mode", self.mode,
             "--workspace-fd", str(self._holder.workspace_fd),
@@ -266,6 +218,10 @@ class ConfinedWorker:
                 and conf["allowed"] != []
                 and all(isinstance(a, int) for a in conf["allowed"])
                 and all(a & ~_REQUIRED_RIGHTS[self.kind] == 0 for a in conf["allowed"])
+                # everything else this ABI knows is handled, i.e. denied
+                and conf.get("handled_fs") == ll.fs_rights(conf["abi"])
+                and conf.get("handled_net") == ll.net_rights(conf["abi"])
+                and conf.get("scoped") == ll.scopes(conf["abi"])
             )
         if self.mode == "chroot":
             conf = hello.get("confinement")
@@ -282,7 +238,7 @@ class ConfinedWorker:
         extra = self._debug.extra_fds if self._debug is not None else ()
         cmd = self._command(channel_fd)
         try:
-            proc = _spawner.popen(
+            proc = spawn(
                 lambda: subprocess.Popen(
                     cmd,
                     stdin=subprocess.DEVNULL,
@@ -327,7 +283,7 @@ class ConfinedWorker:
         if self._holder.child is child:
             self._holder.child = None
         child.channel.sock.close()
-        _kill(child.proc)
+        kill_and_reap(child.proc)
 
     # -- requests ------------------------------------------------------------------------
 

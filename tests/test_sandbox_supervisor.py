@@ -24,9 +24,11 @@ from fs_notes.fs import (
     SymlinkRefused,
     TooLarge,
 )
+from sandbox import landlock_abi as ll
+from sandbox.confine import DELETE_RIGHTS
 from sandbox.errors import ConfinementError, WorkerFailed
 from sandbox.protocol import MAX_REQUEST
-from sandbox.supervisor import ConfinedWorker, DebugOptions, Mode
+from sandbox.supervisor import ConfinedWorker, DebugOptions, Mode, _Holder
 from sandbox.testing import requirement
 
 MODES = ["landlock", "chroot", "none"]
@@ -303,7 +305,7 @@ def _owner_script(workspace: Path, ending: str) -> str:
         f"""
         import os, sys, time
         sys.path.insert(0, {str(REPO)!r})
-        from sandbox.supervisor import ConfinedWorker, DebugOptions, Mode
+        from sandbox.supervisor import ConfinedWorker, DebugOptions
         w = ConfinedWorker({str(workspace)!r}, "delete", "none", debug=DebugOptions())
         print(w.pid, flush=True)
         {ending}
@@ -360,3 +362,79 @@ def test_a_worker_outlives_the_short_lived_thread_that_started_it(workspace: Pat
         ident = note(workspace, "x.md")
         worker.delete("x.md", ident)
         assert worker.pid == pid
+
+
+# -- the hello check: a worker is accepted only if it reports what was asked for -------------
+
+
+def _checker(mode: Mode) -> ConfinedWorker:
+    worker = ConfinedWorker.__new__(ConfinedWorker)  # no process: only _check_hello is used
+    worker.kind = "delete"
+    worker.mode = mode
+    worker._debug = None
+    worker._holder = _Holder(workspace_fd=10)
+    return worker
+
+
+def _good_hello(mode: Mode) -> dict[str, object]:
+    confinement: dict[str, object] = {}
+    if mode == "landlock":
+        confinement = {
+            "abi": 7,
+            "allowed": [DELETE_RIGHTS],
+            "handled_fs": ll.fs_rights(7),
+            "handled_net": ll.net_rights(7),
+            "scoped": ll.scopes(7),
+        }
+    if mode == "chroot":
+        confinement = {"effective_caps": 0b1010}
+    return {
+        "pid": 42,
+        "kind": "delete",
+        "mode": mode,
+        "no_new_privs": True,
+        "fds": [0, 1, 2, 10, 11],
+        "confinement": confinement,
+    }
+
+
+TAMPERED: list[tuple[Mode, str, object]] = [
+    ("none", "pid", 43),
+    ("none", "kind", "write"),
+    ("landlock", "mode", "none"),
+    ("none", "no_new_privs", False),
+    ("none", "fds", [0, 1, 2, 10, 11, 12]),  # an fd it should have closed
+    ("landlock", "allowed", [DELETE_RIGHTS | ll.ACCESS_FS_READ_FILE]),  # more than needed
+    ("landlock", "handled_fs", ll.ACCESS_FS_REMOVE_FILE),  # the rest left unhandled
+    ("landlock", "handled_net", 0),
+    ("landlock", "scoped", 0),
+    ("chroot", "effective_caps", 0x1FFFFFFFFFF),
+]
+
+
+def test_an_honest_hello_is_accepted() -> None:
+    for mode in ("landlock", "chroot", "none"):
+        _checker(mode)._check_hello({"ok": True, "hello": _good_hello(mode)}, 42, 11)
+
+
+@pytest.mark.parametrize(("mode", "field", "value"), TAMPERED)
+def test_a_hello_that_differs_from_the_request_is_refused(
+    mode: Mode, field: str, value: object
+) -> None:
+    hello = _good_hello(mode)
+    if field in hello:
+        hello[field] = value
+    else:
+        confinement = hello["confinement"]
+        assert isinstance(confinement, dict)
+        confinement[field] = value
+    with pytest.raises(ConfinementError):
+        _checker(mode)._check_hello({"ok": True, "hello": hello}, 42, 11)
+
+
+def test_a_worker_that_reports_a_confinement_failure_is_refused() -> None:
+    reply = {"ok": False, "error": "ConfinementError", "detail": "LandlockUnavailable"}
+    with pytest.raises(ConfinementError):
+        _checker("landlock")._check_hello(reply, 42, 11)
+    with pytest.raises(WorkerFailed):
+        _checker("landlock")._check_hello(None, 42, 11)
