@@ -7,9 +7,10 @@ from typing import Any
 
 from .protocol.argcheck import ArgumentError, validate
 from .protocol.dispatch import Call, Dispatcher, Method
+from .protocol.envelope import PreEncoded
 from .protocol.errors import INVALID_PARAMS, ProtocolError
 from .protocol.meta import SUPPORTED_VERSIONS
-from .protocol.models import RESULT_META, CallToolParams, PaginatedParams, parse_params
+from .protocol.models import RESULT_META, CallToolParams, parse_params
 from .tools.registry import ToolSpec
 
 DISCOVER_TTL_MS = 3_600_000
@@ -34,30 +35,34 @@ def build_methods(
     capabilities: dict[str, Any] = {"tools": {}}
     if list_resources is not None:
         capabilities["resources"] = {}
-    discover_result: dict[str, Any] = {
-        "resultType": "complete",
-        "supportedVersions": list(SUPPORTED_VERSIONS),
-        "capabilities": capabilities,
-        "instructions": INSTRUCTIONS,
-        "ttlMs": DISCOVER_TTL_MS,
-        "cacheScope": "public",
-        "_meta": RESULT_META,
-    }
-    tools_result: dict[str, Any] = {
-        "resultType": "complete",
-        "tools": [t.definition() for t in tools],
-        "ttlMs": TOOLS_TTL_MS,
-        "cacheScope": "public",
-        "_meta": RESULT_META,
-    }
+    discover_result = PreEncoded(
+        {
+            "resultType": "complete",
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": capabilities,
+            "instructions": INSTRUCTIONS,
+            "ttlMs": DISCOVER_TTL_MS,
+            "cacheScope": "public",
+            "_meta": RESULT_META,
+        }
+    )
+    tools_result = PreEncoded(
+        {
+            "resultType": "complete",
+            "tools": [t.definition() for t in tools],
+            "ttlMs": TOOLS_TTL_MS,
+            "cacheScope": "public",
+            "_meta": RESULT_META,
+        }
+    )
 
     def discover(call: Call) -> dict[str, Any]:
-        return dict(discover_result)
+        return discover_result
 
     def list_tools(call: Call) -> dict[str, Any]:
-        if parse_params(PaginatedParams, call.params).cursor is not None:
+        if call.params.get("cursor") is not None:
             raise ProtocolError(INVALID_PARAMS, "Invalid params: unknown cursor")
-        return dict(tools_result)
+        return tools_result
 
     def call_tool(call: Call) -> dict[str, Any]:
         params = parse_params(CallToolParams, call.params)

@@ -182,3 +182,17 @@ def test_schemas_outside_the_supported_subset_are_refused_at_definition() -> Non
     ):
         with pytest.raises(ValueError):
             check_schema(bad)
+
+
+def test_a_pre_encoded_result_serializes_exactly_like_the_plain_dict() -> None:
+    import json
+
+    from fs_notes.protocol.envelope import PreEncoded, dumps, result_response
+
+    value = {"resultType": "complete", "tools": [{"name": "é", "n": 1}], "ttlMs": 5}
+    for rid in (1, "abc", 'q"uote'):
+        fast = dumps(result_response(rid, PreEncoded(value)))
+        assert json.loads(fast) == {"jsonrpc": "2.0", "id": rid, "result": value}
+        assert fast == dumps(result_response(rid, dict(value)))
+    with pytest.raises(TypeError):
+        PreEncoded(value)["x"] = 1

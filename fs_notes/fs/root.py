@@ -288,20 +288,24 @@ class WorkspaceRoot:
         self._live()
         return self._resolver.open_dir(comps)
 
-    def iter_notes(self, folder: str = "") -> Iterator[tuple[str, os.stat_result]]:
-        """(note id, lstat) of every regular, singly linked *.md file beneath ``folder``, sorted
-        by name per folder. Skips symlinks, hidden entries, other file types and other mounts;
-        lists ids of at most MAX_COMPONENTS (32) components, the cap of every path operation,
-        so every id listed can be read; never follows a symlink. Errors about
-        ``folder`` itself surface on the first ``next()``."""
+    def iter_notes(
+        self, folder: str = "", *, after: str | None = None
+    ) -> Iterator[tuple[str, os.stat_result]]:
+        """(note id, lstat) of every regular, singly linked *.md file beneath ``folder``, in
+        the code-point order of the ids (so a caller can stop early and page). With ``after``,
+        only ids greater than it, and folders wholly before it are not even opened. Skips
+        symlinks, hidden entries, other file types and other mounts; lists ids of at most
+        MAX_COMPONENTS (32) components, the cap of every path operation, so every id listed can
+        be read; never follows a symlink. Errors about ``folder`` itself surface on the first
+        ``next()``."""
         comps = split_folder(folder)
         self._live()
         fd = self._resolver.open_dir(comps)
         prefix = "".join(name + "/" for name in comps)
-        yield from self._iter_tree(fd, prefix, len(comps), top=True)
+        yield from self._iter_tree(fd, prefix, len(comps), after, top=True)
 
     def _iter_tree(
-        self, fd: int, prefix: str, depth: int, *, top: bool = False
+        self, fd: int, prefix: str, depth: int, after: str | None, *, top: bool = False
     ) -> Iterator[tuple[str, os.stat_result]]:
         """Lists the folder ``fd``, ``depth`` components below the workspace. Owns ``fd`` and
         closes it, also when the consumer stops early. Only the top folder's errors surface;
@@ -309,8 +313,14 @@ class WorkspaceRoot:
         try:
             try:
                 with os.scandir(fd) as it:
+                    # A folder sorts as "name/": every id beneath it starts so, which makes this
+                    # depth-first walk yield ids in global code-point order.
                     entries = sorted(
-                        (e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False))
+                        (
+                            e.name + "/" if e.is_dir(follow_symlinks=False) else e.name,
+                            e.name,
+                            e.is_file(follow_symlinks=False),
+                        )
                         for e in it
                         if not e.name.startswith(".") and not e.is_symlink()
                     )
@@ -318,12 +328,16 @@ class WorkspaceRoot:
                 if top:
                     raise_from_os(exc)
                 return
-            for name, is_dir, is_file in entries:
+            for key, name, is_file in entries:
+                is_dir = key.endswith("/")
+                full = prefix + key
+                if after is not None and full <= after and not (is_dir and after.startswith(full)):
+                    continue  # a note at or before the cursor, or a folder wholly before it
                 # A file in a subfolder has depth + 2 components: keep it within the path cap.
                 if is_dir and depth + 2 <= MAX_COMPONENTS:
                     child = self._open_listed_dir(fd, name)
                     if child is not None:
-                        yield from self._iter_tree(child, f"{prefix}{name}/", depth + 1)
+                        yield from self._iter_tree(child, full, depth + 1, after)
                 elif is_file and name.endswith(".md"):
                     st = self._listed_note(fd, name)
                     if st is not None:

@@ -99,6 +99,6 @@ class Dispatcher:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
         meta = read_meta(req.params)
         result = method.handler(Call(req, meta, principal, transport))
-        result.setdefault("resultType", "complete")
-        result.setdefault("_meta", RESULT_META)
+        if "resultType" not in result or "_meta" not in result:
+            result = {"resultType": "complete", "_meta": RESULT_META, **result}
         return result

@@ -90,6 +90,25 @@ def parse(raw: bytes | str) -> Request | Notification:
     return Request(rid, method, params)
 
 
+class PreEncoded(dict[str, Any]):
+    """A constant result whose JSON encoding is computed once (tools/list, server/discover).
+
+    It is still a dict (so every reader sees the same data); `dumps` splices the cached bytes in.
+    """
+
+    def __init__(self, value: dict[str, Any]) -> None:
+        super().__init__(value)
+        self.encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        raise TypeError("PreEncoded results are immutable")
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            raise TypeError("PreEncoded results are immutable")
+        return self[key]
+
+
 def result_response(id: RequestId, result: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id, "result": result}
 
@@ -104,4 +123,8 @@ def error_response(id: RequestId | None, error: ProtocolError) -> dict[str, Any]
 
 def dumps(message: dict[str, Any]) -> bytes:
     """Compact UTF-8 JSON, one line (no raw newlines can appear: JSON escapes them)."""
+    result = message.get("result")
+    if isinstance(result, PreEncoded) and len(message) == 3:
+        head = json.dumps({"jsonrpc": "2.0", "id": message["id"]}, separators=(",", ":"))
+        return head[:-1].encode("utf-8") + b',"result":' + result.encoded + b"}"
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

@@ -93,7 +93,7 @@ def find_candidates(env: NotesEnv, ws: Opened, title: str) -> list[Candidate]:
     wanted = title.strip().lower()
     exact: list[Candidate] = []
     partial: list[Candidate] = []
-    for note_id, st in sorted(ws.root.iter_notes(""), key=lambda e: e[0]):
+    for note_id, st in ws.root.iter_notes(""):
         try:
             note_title = load_note(env, ws, note_id, st).title.lower()
         except FsError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import binascii
 import json
 import os
@@ -75,12 +76,10 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             raise ToolFailure(f"invalid folder: {exc}") from None
         limit = int(args.get("limit", LIST_PAGE_DEFAULT))
         after = _decode_cursor(args["cursor"]) if "cursor" in args else None
-        try:
-            entries = sorted(ws.root.iter_notes(folder), key=lambda e: e[0])
+        try:  # ids come in order and the walk skips what lies before the cursor: O(page)
+            entries = list(itertools.islice(ws.root.iter_notes(folder, after=after), limit + 1))
         except FsError as exc:
             raise ToolFailure(fs_message(exc, folder or "(workspace root)")) from None
-        if after is not None:
-            entries = [e for e in entries if e[0] > after]
         page, more = entries[:limit], len(entries) > limit
         notes = []
         for note_id, st in page:
@@ -129,7 +128,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         limit = int(args.get("limit", SEARCH_LIMIT_DEFAULT))
         title_hits: list[dict[str, str]] = []
         body_hits: list[dict[str, str]] = []
-        for note_id, st in sorted(ws.root.iter_notes(""), key=lambda e: e[0]):
+        for note_id, st in ws.root.iter_notes(""):
             try:
                 note = load_note(env, ws, note_id, st)
             except FsError:

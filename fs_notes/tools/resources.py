@@ -52,13 +52,12 @@ def build(env: NotesEnv) -> tuple[Any, Any]:
         out: list[dict[str, Any]] = []
         next_cursor: str | None = None
         last = ("", "")
-        for ws in env.readable_workspaces(call.principal):
+        for ws in sorted(env.readable_workspaces(call.principal), key=lambda w: w.workspace.name):
             name = ws.workspace.name
             if after is not None and name < after[0]:
                 continue
-            for note_id, st in sorted(ws.root.iter_notes(""), key=lambda e: e[0]):
-                if after is not None and (name, note_id) <= after:
-                    continue
+            start = after[1] if after is not None and name == after[0] else None
+            for note_id, st in ws.root.iter_notes("", after=start):
                 if len(out) == PAGE:
                     next_cursor = _cursor(*last)
                     break
