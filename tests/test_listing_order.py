@@ -40,7 +40,7 @@ def test_iter_notes_yields_ids_in_code_point_order(tmp_path: Path, resolver: str
     with WorkspaceRoot.open(tmp_path, resolver=resolver) as root:  # type: ignore[arg-type]
         ids = [i for i, _ in root.iter_notes()]
         assert ids == sorted(TRICKY)
-        for cut in [""] + sorted(TRICKY) + ["a/", "a/b", "a/b/", "zzz", "a-"]:
+        for cut in ["", *sorted(TRICKY), "a/", "a/b", "a/b/", "zzz", "a-"]:
             assert [i for i, _ in root.iter_notes(after=cut)] == [
                 i for i in sorted(TRICKY) if i > cut
             ]

@@ -13,7 +13,7 @@ def _uri(p: Path) -> str:
 
 
 def test_notes_list_pages_through_every_note_exactly_once(tmp_path: Path) -> None:
-    ids = sorted(f"f{i % 7}/n{i:03d}.md" for i in range(250)) + ["top.md"]
+    ids = [*sorted(f"f{i % 7}/n{i:03d}.md" for i in range(250)), "top.md"]
     for note_id in ids:
         (tmp_path / note_id).parent.mkdir(exist_ok=True)
         (tmp_path / note_id).write_text(f"# Note {note_id}\n")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import itertools
 import binascii
+import itertools
 import json
 import os
 from datetime import UTC, datetime
