@@ -74,6 +74,18 @@ class DirectDeleter:
         return None
 
 
+def boot_id() -> str:
+    """The kernel's id of this boot: states sealed before a reboot are refused (see replay.py)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
+
+
+BOOT_ID = boot_id()
+
+
 def _code(exc: Exception) -> str:
     """An audit reason code from an exception class: SymlinkRefused -> symlink-refused."""
     name = type(exc).__name__
@@ -181,6 +193,7 @@ class DeleteTool:
             workspace=ws.workspace.name,
             candidates=candidates,
         )
+        payload["boot"] = BOOT_ID
         try:
             token = self.sealer.seal(payload)
         except StateTooLarge:
@@ -198,6 +211,8 @@ class DeleteTool:
         try:
             payload = self.sealer.open(call.params.get("requestState"), expect=expect)
             candidates_from_payload(payload)
+            if payload.get("boot") != BOOT_ID:
+                raise StateRejected("sealed before the last reboot")
             outcome = decide(payload, call.params.get("inputResponses"), title=args["title"])
         except StateRejected as exc:
             self._audit(call, name, None, "state-refused", "state")

@@ -1,0 +1,64 @@
+"""An in-process fs-notes server for tests and benchmarks that need an injected clock or policy."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fs_notes.confirm.audit import AuditLog
+from fs_notes.confirm.replay import ReplayStore
+from fs_notes.confirm.state import KeyRing, StateSealer
+from fs_notes.policy import Policy, Principal
+from fs_notes.protocol.dispatch import Dispatcher
+from fs_notes.protocol.envelope import Request
+from fs_notes.serve import ConfirmParts, build_server, open_roots
+
+FORM = {"elicitation": {"form": {}}}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+
+
+class InProcess:
+    def __init__(
+        self,
+        policy: Policy,
+        state_dir: Path,
+        *,
+        keyring: KeyRing,
+        clock: Callable[[], float],
+        audit: Path | None = None,
+    ) -> None:
+        self.roots = open_roots(policy)
+        self.replay = ReplayStore(str(state_dir / "replay.db"), clock=clock)
+        self.audit = AuditLog(str(audit) if audit else None)
+        parts = ConfirmParts(StateSealer(keyring, clock=clock), self.replay, self.audit)
+        self.dispatcher: Dispatcher
+        self.dispatcher, self.env = build_server(policy, self.roots, parts)
+        self._ids = itertools.count(1)
+
+    def call(
+        self,
+        principal: Principal,
+        name: str,
+        arguments: dict[str, Any],
+        caps: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        params = {
+            "name": name,
+            "arguments": arguments,
+            **extra,
+            "_meta": {**META, "io.modelcontextprotocol/clientCapabilities": caps or FORM},
+        }
+        response = self.dispatcher.handle(
+            Request(next(self._ids), "tools/call", params), principal, "test"
+        )
+        assert response is not None
+        return response
+
+    def close(self) -> None:
+        for root in self.roots.values():
+            root.close()
+        self.replay.close()
+        self.audit.close()
