@@ -7,9 +7,10 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from inprocess import InProcess
+
 from fs_notes.confirm.state import KeyRing
 from fs_notes.policy import Policy, Principal, hash_token
-from inprocess import InProcess
 
 KEYS = KeyRing([("k1", b"k" * 32)])
 
