@@ -9,7 +9,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from wire import call_tool, request, stdio_server
 
 
@@ -51,7 +50,7 @@ def test_the_server_exits_cleanly_and_leaves_no_child_behind(tmp_path: Path, how
             server.proc.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGINT)
             code = server.proc.wait(15)
         assert code == 0, server.stderr
-        gone, alive = psutil.wait_procs(children, timeout=10)
+        _gone, alive = psutil.wait_procs(children, timeout=10)
         assert not alive, f"left behind: {alive}"
 
 
