@@ -68,3 +68,22 @@ def test_paging_after_any_cursor_matches_sorting(
     with WorkspaceRoot.open(root_dir) as root:
         assert [i for i, _ in root.iter_notes()] == usable
         assert [i for i, _ in root.iter_notes(after=cut)] == [i for i in usable if i > cut]
+
+
+def test_cached_listings_follow_every_change_of_the_folder(tmp_path: Path) -> None:
+    import os
+
+    _build(tmp_path, ["a.md", "sub/b.md"])
+    old = 1_000_000_000
+    for p in (tmp_path, tmp_path / "sub"):
+        os.utime(p, (old, old))  # old enough to be cached
+    with WorkspaceRoot.open(tmp_path) as root:
+        assert [i for i, _ in root.iter_notes()] == ["a.md", "sub/b.md"]
+        assert [i for i, _ in root.iter_notes()] == ["a.md", "sub/b.md"]  # served from cache
+        (tmp_path / "sub" / "c.md").write_text("# c\n")
+        os.utime(tmp_path / "sub", (old, old))  # mtime put back; ctime still moves
+        assert [i for i, _ in root.iter_notes()] == ["a.md", "sub/b.md", "sub/c.md"]
+        (tmp_path / "a.md").unlink()
+        (tmp_path / "a.md").symlink_to("/etc/passwd")
+        os.utime(tmp_path, (old, old))
+        assert [i for i, _ in root.iter_notes()] == ["sub/b.md", "sub/c.md"]

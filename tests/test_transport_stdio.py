@@ -1,4 +1,6 @@
-"""stdio transport: interleaving, clean exits, no leftovers, oversized lines (spec: transports/stdio)."""
+"""stdio transport: interleaving, clean exits, no leftovers, oversized lines.
+
+Spec: basic/transports/stdio."""
 
 from __future__ import annotations
 

@@ -60,6 +60,7 @@ from .errors import (
 )
 from .fileops import TMP_PREFIX, create_in, read_upto, replace_in, sync_dir
 from .identity import Identity
+from .listing_cache import ListingCache
 from .paths import MAX_COMPONENTS, split_folder, split_relpath
 from .resolve_openat2 import Openat2Resolver
 from .resolver import (
@@ -87,6 +88,7 @@ class WorkspaceRoot:
         self._anchor = anchor
         self._resolver = resolver
         self._closed = False
+        self._listings = ListingCache()
 
     @classmethod
     def open(
@@ -312,18 +314,22 @@ class WorkspaceRoot:
         a subfolder that cannot be listed is skipped."""
         try:
             try:
-                with os.scandir(fd) as it:
-                    # A folder sorts as "name/": every id beneath it starts so, which makes this
-                    # depth-first walk yield ids in global code-point order.
-                    entries = sorted(
-                        (
-                            e.name + "/" if e.is_dir(follow_symlinks=False) else e.name,
-                            e.name,
-                            e.is_file(follow_symlinks=False),
+                folder_st = os.fstat(fd)
+                entries = self._listings.get(folder_st)
+                if entries is None:
+                    with os.scandir(fd) as it:
+                        # A folder sorts as "name/": every id beneath it starts so, which makes
+                        # this depth-first walk yield ids in global code-point order.
+                        entries = sorted(
+                            (
+                                e.name + "/" if e.is_dir(follow_symlinks=False) else e.name,
+                                e.name,
+                                e.is_file(follow_symlinks=False),
+                            )
+                            for e in it
+                            if not e.name.startswith(".") and not e.is_symlink()
                         )
-                        for e in it
-                        if not e.name.startswith(".") and not e.is_symlink()
-                    )
+                    self._listings.put(folder_st, entries)
             except OSError as exc:
                 if top:
                     raise_from_os(exc)

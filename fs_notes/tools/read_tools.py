@@ -133,9 +133,11 @@ def build(env: NotesEnv) -> list[ToolSpec]:
                 note = load_note(env, ws, note_id, st)
             except FsError:
                 continue
+            in_title = query in note.title.lower()
+            if not in_title and len(body_hits) >= limit:
+                continue  # enough body matches; only title matches can still rank higher
             text = note.text if note.text is not None else _reread(ws, note_id)
             lowered = note.lowered if note.lowered is not None else text.lower()
-            in_title = query in note.title.lower()
             at = lowered.find(query)
             if not in_title and at < 0:
                 continue
