@@ -37,6 +37,8 @@ from typing import IO, Any
 import psutil
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # in-process numbers use the same tree as the spawned servers
+    sys.path.insert(1, str(REPO))
 PROTOCOL_VERSION = "2026-07-28"
 META = {
     "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
@@ -460,7 +462,8 @@ def _formatter(unit: str) -> Callable[[float], str]:
 
 
 def print_table(title: str, rows: list[Row]) -> None:
-    print(f"\n{title}")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n{title}  (load average at the end: {load}; {os.cpu_count()} CPUs)")
     width = max(len(r.name) for r in rows)
     print(f"{'measurement':<{width}}  {'value':>14}  {'target':>16}  verdict  note")
     for r in rows:
