@@ -1,8 +1,16 @@
 """`fs-notes check [--json]`: which containment layers this host can enforce, tested for real.
 
 Landlock is probed in child processes (a ruleset is applied and an outside read must fail);
-openat2 by a real call; chroot by trying it in a child. The mechanism `serve` would use for
-deletion follows the fail-closed rule of `sandbox.probe.select_mode`.
+openat2 by a real call; chroot by trying it in a child. What it reports is what `serve` (without
+--allow-unconfined or --no-self-confine) does on this host:
+- `deletion_confinement` (and `write_confinement`, the same by design: tools/confined.py) follows
+  the fail-closed rule of `sandbox.probe.select_mode`; "none" with `deletion_refused: true` means
+  serve refuses creates, updates and deletions.
+- `self_confinement` is true exactly when the probe saw Landlock enforced: then `serve` confines
+  itself at start-up or refuses to start (fs_notes/selfconfine.py), never runs unconfined
+  silently. With FS_NOTES_HIDE_LANDLOCK=1 (the test switch) both report the fallback.
+Does not: know a policy (a workspace may require a stronger layer than the host has: serve then
+refuses that workspace), or predict a self-confinement failure caused by serve's own options.
 """
 
 from __future__ import annotations
@@ -22,8 +30,10 @@ def report(*, allow_unconfined: bool = False) -> dict[str, Any]:
     except NoEnforceableLayer:
         out["deletion_confinement"] = "none"
         out["deletion_refused"] = True
-    # Self-confinement of the server process (issue #5, item 5) is not implemented.
-    out["self_confinement"] = False
+    out["write_confinement"] = out["deletion_confinement"]
+    out["self_confinement"] = host.landlock_enforced
+    if not host.landlock_enforced:
+        out["self_confinement_reason"] = host.landlock_reason
     return out
 
 
@@ -37,9 +47,8 @@ def check(*, as_json: bool) -> int:
     print(f"Landlock enforced:     {'yes' if ll['enforced'] else 'no (' + str(ll['reason']) + ')'}")
     print(f"openat2:               {'yes' if data['openat2'] else 'no (component walk fallback)'}")
     print(f"chroot:                {'yes' if data['chroot'] else 'no'}")
-    print(
-        f"deletion confinement:  {data['deletion_confinement']}"
-        + (" (deletion refused unless --allow-unconfined)" if data.get("deletion_refused") else "")
-    )
-    print(f"self-confinement:      {'yes' if data['self_confinement'] else 'no'}")
+    refused = " (refused unless --allow-unconfined)" if data.get("deletion_refused") else ""
+    print(f"deletion confinement:  {data['deletion_confinement']}{refused}")
+    print(f"write confinement:     {data['write_confinement']}{refused}")
+    print(f"self-confinement:      {'yes (Landlock)' if data['self_confinement'] else 'no'}")
     return 0

@@ -40,12 +40,32 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--allow-unconfined",
         action="store_true",
-        help="allow deletion without an OS containment layer (weaker; logged)",
+        help="allow creates, updates and deletions without an OS containment layer (logged)",
+    )
+    serve.add_argument(
+        "--no-self-confine",
+        action="store_true",
+        help="do not confine the server process itself with Landlock (workers still are)",
     )
     serve.add_argument("--port-file", help=argparse.SUPPRESS)
 
     check = sub.add_parser("check", help="which containment layers this host can enforce")
     check.add_argument("--json", action="store_true")
+
+    exercises = sub.add_parser(
+        "exercises", help="escape exercises: every attack, with each layer knocked out in turn"
+    )
+    exercises.add_argument("--json", action="store_true", help="machine-readable output")
+    exercises.add_argument(
+        "--race", action="store_true", help="also run the race harness (20000 attempts)"
+    )
+    exercises.add_argument(
+        "--short", action="store_true", help="fewer race attempts (what the tests and demo run)"
+    )
+    exercises.add_argument("--race-attempts", type=int, help="attempts of the race harness")
+    exercises.add_argument(
+        "--race-seconds", type=float, default=600.0, help="time bound of the race harness"
+    )
 
     sub.add_parser("demo", help="a scripted session on a bundled sample folder")
     return parser
@@ -67,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .check import check
 
             return check(as_json=args.json)
+        if args.command == "exercises":
+            from .exercises.command import exercises
+
+            return exercises(args)
         if args.command == "demo":
             from .demo import demo
 

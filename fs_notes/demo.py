@@ -1,7 +1,8 @@
 """`fs-notes demo`: a sample notes folder in a temporary directory, the real server over stdio, and
 a scripted client session through listing, reading, searching, writing and the confirmed delete
-flow, then a few escape attempts that must all be refused. Exits 0 when everything went as
-expected, 1 otherwise.
+flow, then a few escape attempts that must all be refused, and last the summary of the escape
+exercises (`fs-notes exercises --short`: every attack class, each layer knocked out in turn).
+Exits 0 when everything went as expected, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -78,6 +79,23 @@ def _show(step: str, ok: bool, detail: str = "") -> bool:
     return ok
 
 
+def _exercises_summary() -> bool:
+    import textwrap
+
+    from .exercises.command import summary
+
+    print("\nescape exercises (fs-notes exercises --short; the full matrix: fs-notes exercises):")
+    ok, text = summary(short=True)
+    indent = " " * 8
+    print(textwrap.fill(text, 96, initial_indent=indent, subsequent_indent=indent,
+                        break_on_hyphens=False))  # fmt: skip
+    return _show(
+        "escape exercises",
+        ok,
+        "0 escapes with all layers, matrix as documented" if ok else "see above",
+    )
+
+
 def demo() -> int:
     with tempfile.TemporaryDirectory(prefix="fs-notes-demo-") as tmp:
         root = Path(tmp)
@@ -103,7 +121,7 @@ def demo() -> int:
                 )
             )
             tools = [t["name"] for t in s.call("tools/list", {})["result"]["tools"]]
-            results.append(_show("tools/list", len(tools) == 6, ", ".join(tools)))
+            results.append(_show("tools/list", len(tools) == 7, ", ".join(tools)))
             notes = s.tool("notes_list", workspaceUri=uri)["result"]["structuredContent"]["notes"]
             results.append(
                 _show(
@@ -217,6 +235,7 @@ def demo() -> int:
         finally:
             code = s.close()
         results.append(_show("server exited cleanly on EOF", code == 0))
+        results.append(_exercises_summary())
         failed = results.count(False)
         print(f"\n{len(results) - failed} passed, {failed} failed")
         return 0 if failed == 0 else 1

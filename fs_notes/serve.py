@@ -20,8 +20,9 @@ from .fs import FsError, WorkspaceRoot
 from .policy import NotAuthenticated, Policy, PolicyError, Principal, hash_token, load_policy
 from .protocol.dispatch import Dispatcher
 from .tools import read_tools, resources, write_tools
-from .tools.context import NotesEnv
+from .tools.context import IdRules, NotesEnv, WorkspaceRoots
 from .tools.delete import DeleteTool, DirectDeleter, NoteDeleter
+from .tools.summarize import SummarizeTool
 
 log = logging.getLogger("fs_notes.serve")
 
@@ -142,20 +143,23 @@ def open_confirm_parts(args: argparse.Namespace) -> ConfirmParts:
 
 def build_server(
     policy: Policy,
-    roots: dict[str, WorkspaceRoot],
+    roots: WorkspaceRoots,
     confirm: ConfirmParts,
     *,
     deleter: NoteDeleter | None = None,
     writer: write_tools.NoteWriter | None = None,
+    ids: IdRules | None = None,
 ) -> tuple[Dispatcher, NotesEnv]:
-    env = NotesEnv(policy, roots)
+    """The dispatcher and tool state for these roots. `serve` passes the defaults for `ids`
+    (the lexical layer); only the escape exercises' knock-out target passes other rules."""
+    env = NotesEnv(policy, roots, ids)
     delete = DeleteTool(
         env, confirm.sealer, confirm.replay, confirm.audit, deleter or DirectDeleter(env)
     )
     tools = (
         read_tools.build(env)
         + write_tools.build(env, writer or write_tools.DirectWriter(env))
-        + [delete.spec()]
+        + [delete.spec(), SummarizeTool(env, confirm.sealer).spec()]
     )
     list_resources, read_resource = resources.build(env)
     methods = build_methods(tools, list_resources=list_resources, read_resource=read_resource)
@@ -163,8 +167,8 @@ def build_server(
 
 
 def serve(args: argparse.Namespace) -> int:
-    policy = build_policy(args)
     bind = parse_bind(args.http) if args.http else None
+    policy = build_policy(args)
     stdio_principal: Principal | None = None
     if bind is None:
         try:
@@ -173,10 +177,18 @@ def serve(args: argparse.Namespace) -> int:
             raise ConfigError(str(exc)) from None
     confirm = open_confirm_parts(args)
     roots = open_roots(policy)
-    from .tools.confined import ConfinedDeleters
+    port = (bind.port or _free_port(bind.host)) if bind is not None else None
+    self_confined = _confine_self(args, policy, confirm, port)  # before any thread starts
+    from .tools.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 
-    deleters = ConfinedDeleters(policy, allow_unconfined=args.allow_unconfined)
-    dispatcher, _env = build_server(policy, roots, confirm, deleter=deleters)
+    os_layer = OsLayer(policy, allow_unconfined=args.allow_unconfined, self_confined=self_confined)
+    dispatcher, _env = build_server(
+        policy,
+        roots,
+        confirm,
+        deleter=ConfinedDeleters(os_layer),
+        writer=ConfinedWriters(os_layer),
+    )
     for ws in policy.workspaces:
         log.warning(
             "serving workspace %s (%s) with resolver %s",
@@ -192,9 +204,10 @@ def serve(args: argparse.Namespace) -> int:
             out = stdio.claim_stdout()
             asyncio.run(stdio.serve(dispatcher, stdio_principal, out))
         else:
-            _serve_http(args, policy, dispatcher, bind)
+            assert port is not None
+            _serve_http(args, policy, dispatcher, bind, port)
     finally:
-        deleters.close()
+        os_layer.close()
         for root in roots.values():
             root.close()
         confirm.replay.close()
@@ -202,8 +215,38 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _confine_self(
+    args: argparse.Namespace, policy: Policy, confirm: ConfirmParts, port: int | None
+) -> bool:
+    """Confine this process with Landlock (fs_notes/selfconfine.py); whether it is confined."""
+    if getattr(args, "no_self_confine", False):
+        log.warning("the server does not confine itself (--no-self-confine)")
+        return False
+    from .selfconfine import SelfConfinementFailed, confine_server
+
+    try:
+        done = confine_server(
+            policy,
+            replay_db=confirm.replay.path,
+            http_port=port,
+            port_file=getattr(args, "port_file", None),
+        )
+    except SelfConfinementFailed as exc:
+        raise ConfigError(
+            f"the server cannot confine itself with Landlock: {exc} "
+            "(--no-self-confine runs without it)"
+        ) from None
+    if done.enforced:
+        log.info(
+            "the server confined itself: Landlock ABI %s, %d rules", done.abi, len(done.grants)
+        )
+    else:
+        log.info("the server does not confine itself: %s", done.reason)
+    return done.enforced
+
+
 def _serve_http(
-    args: argparse.Namespace, policy: Policy, dispatcher: Dispatcher, bind: HttpBind
+    args: argparse.Namespace, policy: Policy, dispatcher: Dispatcher, bind: HttpBind, port: int
 ) -> None:
     from .transport import http
 
@@ -226,8 +269,8 @@ def _serve_http(
                 f.write(str(port))
             os.replace(tmp, args.port_file)
 
-    # The Host check needs the real port, so port 0 is resolved to a free port first.
-    port = bind.port or _free_port(bind.host)
+    # The Host check needs the real port, so port 0 was resolved to a free port first (before
+    # self-confinement, which then allows binding that port only).
     hosts = http.loopback_hosts(port) if bind.loopback else None
     origins = list(args.allow_origin) + (http.loopback_origins(port) if bind.loopback else [])
     app = http.build_app(dispatcher, authenticate, allowed_origins=origins, allowed_hosts=hosts)

@@ -1,17 +1,25 @@
 """Landlock confinement of the calling process: deny every handled right except the listed ones.
 
-Guarantees: after `confine()` returns, the calling thread (and any child it forks later) is
-restricted for life: every filesystem right the running ABI knows is *handled* (denied unless a
-rule allows it beneath one of the given directories), TCP bind/connect are denied (ABI >= 4),
+Guarantees: after `confine()` returns, the calling thread (and any child it forks or thread it
+starts later) is restricted for life: every filesystem right the running ABI knows is *handled*
+(denied unless a rule allows it beneath one of the given directories, or on one of the given
+files), TCP bind/connect are denied except on the ports listed in `bind_ports` (ABI >= 4),
 abstract unix sockets and signals cannot reach outside the domain (ABI >= 6), and no_new_privs is
-set first. Rules go only on directory fds; rights are validated before any syscall, and the ruleset
-fd is always closed. If any step fails it raises, and the caller must not continue unconfined.
+set first. Rules go on fds the caller opened itself (O_PATH|O_NOFOLLOW); a rule on a non-directory
+may only allow file rights (EXECUTE, WRITE_FILE, READ_FILE, TRUNCATE, IOCTL_DEV), anything else is
+refused here rather than by the kernel's EINVAL. Rights are validated before any syscall, and the
+ruleset fd is always closed. If any step fails it raises, and the caller must not continue
+unconfined.
 
-Does not: confine other threads (before ABI 8 Landlock binds only the calling thread, so this
-refuses to run in a multi-threaded process unless told otherwise), restrict access through fds
-opened *before* the call (Landlock checks at open time; already-open files keep their access,
-which is why the worker closes every other fd first), stop reads of the fds it keeps, or limit
-anything Landlock does not know (e.g. UDP, ptrace of same-domain processes, /proc of itself).
+Does not: confine other threads. Up to ABI 7 Landlock binds only the calling thread: threads that
+already exist keep their old (unconfined) credentials, threads started afterwards inherit the
+domain. Verified on Linux 6.18 / ABI 7: a thread started before `landlock_restrict_self` could
+still list /etc afterwards, one started after could not, and the thread-sync flag of newer kernels
+(LANDLOCK_RESTRICT_SELF_TSYNC, bit 3) is refused with EINVAL. So this refuses to run in a
+multi-threaded process unless told otherwise. It also does not restrict access through fds opened
+*before* the call (Landlock checks at open time; already-open files keep their access, which is
+why the worker closes every other fd first), stop reads of the fds it keeps, or limit anything
+Landlock does not know (e.g. UDP, ptrace of same-domain processes, /proc of itself).
 """
 
 from __future__ import annotations
@@ -79,10 +87,17 @@ def _check_rules(rules: Sequence[tuple[int, int]], handled_fs: int, abi: int) ->
             extra = ll.describe_fs(allowed & ~handled_fs)
             raise ValueError(f"rule allows rights that are not handled (ABI {abi}): {extra}")
         mode = os.fstat(fd).st_mode
-        if not stat.S_ISDIR(mode):
-            # The kernel accepts file rights on a file fd, but our rules name directories:
-            # a REMOVE_FILE rule on a regular file would fail with EINVAL anyway.
-            raise ValueError(f"rule fd {fd} is not a directory")
+        if not stat.S_ISDIR(mode) and allowed & ~ll.FILE_RIGHTS:
+            # The kernel refuses directory rights (REMOVE_FILE, MAKE_*, READ_DIR...) on a
+            # non-directory with EINVAL; say so before anything has been changed.
+            extra = ll.describe_fs(allowed & ~ll.FILE_RIGHTS)
+            raise ValueError(f"rule fd {fd} is not a directory and cannot allow {extra}")
+
+
+def _check_ports(ports: Sequence[int]) -> None:
+    for port in ports:
+        if type(port) is not int or not 0 <= port <= 0xFFFF:
+            raise ValueError(f"not a TCP port: {port!r}")
 
 
 def _rule_rights(rules: Sequence[tuple[int, int]], abi: int) -> tuple[int, ...]:
@@ -99,13 +114,16 @@ def confine(
     deny_tcp: bool = True,
     scope: bool = True,
     allow_threads: bool = False,
+    bind_ports: Sequence[int] = (),
 ) -> ConfinementReport:
-    """Restrict this process to `rules` [(directory fd, allowed fs rights)], irreversibly.
+    """Restrict this process to `rules` [(directory or file fd, allowed fs rights)], irreversibly.
 
     `handled` defaults to every filesystem right of the running ABI, so anything not allowed by a
-    rule is denied. Raises `ll.LandlockUnavailable` if the kernel cannot enforce Landlock,
-    `ll.LandlockError` if a syscall fails, `ValueError` for a bad rule, `ConfinementError` if the
-    process is multi-threaded (Landlock would bind only this thread) and `allow_threads` is false.
+    rule is denied. With `deny_tcp`, TCP connect is denied and bind is allowed only on
+    `bind_ports` (before ABI 4 the kernel cannot restrict TCP at all, so both are moot there).
+    Raises `ll.LandlockUnavailable` if the kernel cannot enforce Landlock, `ll.LandlockError` if
+    a syscall fails, `ValueError` for a bad rule, `ConfinementError` if the process is
+    multi-threaded (Landlock would bind only this thread) and `allow_threads` is false.
     """
     if not allow_threads and (threading.active_count() != 1 or thread_count() != 1):
         raise ConfinementError("refusing to confine a multi-threaded process (one thread only)")
@@ -116,6 +134,9 @@ def confine(
         raise ValueError(f"handled rights must be a non-empty subset of ABI {abi}'s")
     allowed = _rule_rights(rules, abi)
     _check_rules([(fd, a) for (fd, _), a in zip(rules, allowed, strict=True)], handled_fs, abi)
+    if bind_ports and not deny_tcp:
+        raise ValueError("bind_ports only mean something when TCP is handled (deny_tcp)")
+    _check_ports(bind_ports)
     handled_net = ll.net_rights(abi) if deny_tcp else 0
     scoped = ll.scopes(abi) if scope else 0
 
@@ -124,6 +145,8 @@ def confine(
     try:
         for (fd, _), rights in zip(rules, allowed, strict=True):
             ll.add_path_rule(ruleset_fd, fd, rights)
+        for port in bind_ports if handled_net else ():
+            ll.add_net_rule(ruleset_fd, port, ll.ACCESS_NET_BIND_TCP)
         ll.restrict_self(ruleset_fd, 0)
     finally:
         os.close(ruleset_fd)

@@ -171,8 +171,18 @@ class PathBeneathAttr(ctypes.Structure):
     ]
 
 
+class NetPortAttr(ctypes.Structure):
+    """struct landlock_net_port_attr (ABI 4): a TCP port and what may be done with it."""
+
+    _fields_ = [
+        ("allowed_access", ctypes.c_uint64),
+        ("port", ctypes.c_uint64),
+    ]
+
+
 assert ctypes.sizeof(RulesetAttr) == 24
 assert ctypes.sizeof(PathBeneathAttr) == 12
+assert ctypes.sizeof(NetPortAttr) == 16
 
 
 def ruleset_attr_size(abi: int) -> int:
@@ -320,6 +330,21 @@ def add_path_rule(ruleset_fd: int, parent_fd: int, allowed: int) -> None:
         ctypes.c_long(SYS_LANDLOCK_ADD_RULE),
         ctypes.c_int(ruleset_fd),
         ctypes.c_int(RULE_PATH_BENEATH),
+        ctypes.byref(attr),
+        ctypes.c_uint32(0),
+    )
+    _checked("landlock_add_rule", result)
+
+
+def add_net_rule(ruleset_fd: int, port: int, allowed: int) -> None:
+    """Allow `allowed` (ACCESS_NET_*) on TCP `port` (ABI 4 and later)."""
+    if not 0 <= port <= 0xFFFF:
+        raise ValueError(f"not a TCP port: {port}")
+    attr = NetPortAttr(allowed, port)
+    result = _syscall(
+        ctypes.c_long(SYS_LANDLOCK_ADD_RULE),
+        ctypes.c_int(ruleset_fd),
+        ctypes.c_int(RULE_NET_PORT),
         ctypes.byref(attr),
         ctypes.c_uint32(0),
     )

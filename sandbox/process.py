@@ -3,7 +3,9 @@
 Guarantees: each function either does what it says or raises `OSError` (return values are checked
 before errno is read); `close_fds_except` leaves exactly the listed fds open (verified by re-reading
 /proc/self/fd); `drop_capabilities` drops the bounding set, ambient set and all but the kept
-effective/permitted capabilities, and locks the securebits so an exec cannot bring them back.
+effective/permitted capabilities, and locks the securebits so an exec cannot bring them back;
+`limit_capabilities` does the same without touching the securebits, so a uid-0 process it execs
+gets the kept capabilities again (the bounding set caps them) and nothing more.
 
 Does not: protect anything by itself (these are building blocks for `sandbox.worker`), work
 without /proc mounted (`open_fds` needs /proc/self/fd), or undo anything (all of it is one-way).
@@ -21,6 +23,7 @@ from typing import Final
 
 PR_SET_PDEATHSIG: Final = 1
 PR_GET_DUMPABLE: Final = 3
+PR_CAPBSET_READ: Final = 23
 PR_CAPBSET_DROP: Final = 24
 PR_SET_SECUREBITS: Final = 28
 PR_SET_NO_NEW_PRIVS: Final = 38
@@ -37,6 +40,8 @@ SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: Final = 1 << 7
 CAP_CHOWN: Final = 0
 CAP_DAC_OVERRIDE: Final = 1
 CAP_FOWNER: Final = 3
+CAP_SETPCAP: Final = 8
+CAP_NET_BIND_SERVICE: Final = 10
 _LINUX_CAPABILITY_VERSION_3: Final = 0x20080522
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -165,3 +170,44 @@ def drop_capabilities(keep: frozenset[int]) -> None:
     eff, perm = capabilities()
     if eff != mask or perm != mask:
         raise OSError(1, f"capabilities not dropped: eff={eff:#x} perm={perm:#x}")
+
+
+def bounding_set() -> int:
+    """This thread's capability bounding set (PR_CAPBSET_READ: works without /proc)."""
+    mask = 0
+    for cap in range(64):
+        try:
+            if prctl(PR_CAPBSET_READ, cap) == 1:
+                mask |= 1 << cap
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:  # EINVAL: past the kernel's last capability
+                raise
+            break
+    return mask
+
+
+def limit_capabilities(keep: frozenset[int]) -> int:
+    """Reduce this thread to `keep`: effective, permitted and bounding sets; empty the inheritable
+    and ambient sets. Returns the effective mask left. A process that holds no capability
+    outside `keep` is left as it is (it has nothing to drop, and an unprivileged process may not
+    change its bounding set; no_new_privs keeps exec from granting any).
+    """
+    mask = sum(1 << cap for cap in keep)
+    eff, perm = capabilities()
+    if (eff | perm) & ~mask == 0:
+        return eff
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    bounding = bounding_set()
+    for cap in range(64):
+        if bounding & (1 << cap) and cap not in keep:
+            prctl(PR_CAPBSET_DROP, cap)  # needs CAP_SETPCAP, still effective until capset
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    left = perm & mask
+    data[0].effective = data[0].permitted = left & 0xFFFFFFFF
+    data[1].effective = data[1].permitted = left >> 32
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    eff, perm = capabilities()
+    if eff != left or perm != left or bounding_set() & ~mask:
+        raise OSError(1, f"capabilities not limited: eff={eff:#x} perm={perm:#x}")
+    return eff

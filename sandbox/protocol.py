@@ -49,8 +49,13 @@ class ProtocolError(Exception):
 HEADER_SIZE: Final = _HEADER.size
 
 
+# One encoder for every frame: json.dumps with non-default options builds a new encoder per call,
+# which is a measurable share of a ~100 us round trip.
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def encode(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    body = _ENCODE(message).encode("utf-8")
     return _HEADER.pack(len(body)) + body
 
 

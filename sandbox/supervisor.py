@@ -208,6 +208,8 @@ class ConfinedWorker:
             isinstance(hello.get("fds"), list)
             and set(hello["fds"]) == self._expected_fds(channel_fd),
         ]
+        caps = KEPT_CAPABILITIES | (WRITE_EXTRA_CAPABILITIES if self.kind == "write" else set())
+        caps_mask = sum(1 << c for c in caps)
         if self.mode == "landlock":
             conf = hello.get("confinement")
             checks.append(
@@ -222,13 +224,13 @@ class ConfinedWorker:
                 and conf.get("handled_fs") == ll.fs_rights(conf["abi"])
                 and conf.get("handled_net") == ll.net_rights(conf["abi"])
                 and conf.get("scoped") == ll.scopes(conf["abi"])
+                # no capability beyond the chroot worker's (none at all when not root)
+                and type(conf.get("effective_caps")) is int
+                and conf["effective_caps"] & ~caps_mask == 0
             )
         if self.mode == "chroot":
             conf = hello.get("confinement")
-            caps = KEPT_CAPABILITIES | (WRITE_EXTRA_CAPABILITIES if self.kind == "write" else set())
-            checks.append(
-                isinstance(conf, dict) and conf.get("effective_caps") == sum(1 << c for c in caps)
-            )
+            checks.append(isinstance(conf, dict) and conf.get("effective_caps") == caps_mask)
         if not all(checks):
             raise ConfinementError("worker's hello does not match what was asked for")
 

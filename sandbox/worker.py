@@ -6,7 +6,8 @@ workspace can be read, not even Python's own library), (3) closed every fd excep
 workspace directory fd and its end of the socketpair (checked again via /proc/self/fd and reported
 to the supervisor), (4) checked it is single-threaded, and (5) applied its mode: "landlock" (only
 the rights its kind needs, beneath the workspace; every other fs right, TCP, signals and abstract
-unix sockets to outside its domain denied), "chroot" (`sandbox.chroot`), or "none" (no_new_privs
+unix sockets to outside its domain denied; capabilities cut to those the chroot worker keeps),
+"chroot" (`sandbox.chroot`), or "none" (no_new_privs
 only; upstream allows it only with the operator's explicit --allow-unconfined). If any step fails
 it reports `ConfinementError` and exits: it never serves unconfined in a confined mode. Then it
 serves one request at a time, each resolved by `fs_notes.fs.WorkspaceRoot`, and exits on EOF.
@@ -37,7 +38,7 @@ from fs_notes.fs import WorkspaceRoot
 from fs_notes.fs.errors import FsError
 from fs_notes.fs.identity import Identity
 from sandbox import landlock_abi, process
-from sandbox.chroot import WRITE_EXTRA_CAPABILITIES, enter_chroot
+from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES, enter_chroot
 from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS, confine
 from sandbox.errors import ConfinementError
 from sandbox.protocol import MAX_REQUEST, Channel, ProtocolError, Request, parse_request
@@ -92,9 +93,15 @@ def _confine(mode: str, kind: str, workspace_fd: int) -> dict[str, Any]:
             ".", os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=workspace_fd
         )
         try:
-            return confine([(rule_fd, RIGHTS_BY_KIND[kind])]).to_json()
+            report = confine([(rule_fd, RIGHTS_BY_KIND[kind])]).to_json()
         finally:
             os.close(rule_fd)
+        # Landlock binds root too, but not what capabilities reach besides files (loading a
+        # kernel module, raw I/O, changing owners and modes, which Landlock does not mediate):
+        # keep only what the chroot worker keeps.
+        extra = WRITE_EXTRA_CAPABILITIES if kind == "write" else frozenset()
+        report["effective_caps"] = process.limit_capabilities(KEPT_CAPABILITIES | extra)
+        return report
     if mode == "chroot":
         extra = WRITE_EXTRA_CAPABILITIES if kind == "write" else frozenset()
         return enter_chroot(workspace_fd, extra_caps=extra).to_json()

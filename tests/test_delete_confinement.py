@@ -1,4 +1,5 @@
-"""notes_delete goes through the OS layer chosen by the host probe, and fails closed without one."""
+"""notes_delete goes through the OS layer the host enforces, fails closed without one, and the
+OS layer's set-up never competes with the server's start (tools/confined.py, issue 5)."""
 
 from __future__ import annotations
 
@@ -6,25 +7,32 @@ import dataclasses
 import json
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
-from wire import REPO, child_env
+from wire import REPO, StdioServer, call_tool, child_env
 
-from fs_notes.fs import Identity, WorkspaceRoot
+import sandbox.probe
+from fs_notes.fs import WorkspaceRoot
+from fs_notes.fs.errors import NoteNotFound
 from fs_notes.policy import Policy
-from fs_notes.tools import confined
-from sandbox.probe import probe
+from fs_notes.tools.confined import ConfinedDeleters, OsLayer, OsLayerFailed
+from sandbox.probe import HostReport, probe
+from sandbox.testing import requirement
+
+FORM: dict[str, object] = {"elicitation": {"form": {}}}
 
 
 def _policy(ws: Path, sandbox: str = "landlock") -> Policy:
     return Policy.for_single_workspace(str(ws), "me", token_sha256=None, sandbox=sandbox)  # type: ignore[arg-type]
 
 
-def _nothing_enforceable(timeout: float = 10.0) -> object:
-    real = probe()
+def _nothing_enforceable(timeout: float = 10.0) -> HostReport:
     return dataclasses.replace(
-        real,
+        probe(),
         landlock_enforced=False,
         landlock_abi=None,
         chroot=False,
@@ -33,59 +41,212 @@ def _nothing_enforceable(timeout: float = 10.0) -> object:
     )
 
 
+def _landlock_mode() -> str:
+    """The mode this host gives (CI rule: fail, never skip, when Landlock is expected)."""
+    verdict, why = requirement("landlock")
+    if verdict == "fail":
+        pytest.fail(why)
+    if verdict == "skip":
+        pytest.skip(why)
+    return "landlock" if verdict == "run" else "chroot"
+
+
+def _workers_of(pid: int) -> list[str]:
+    """Kinds of the confined workers whose parent is `pid`."""
+    kinds = []
+    for child in psutil.Process(pid).children():
+        try:
+            cmd = child.cmdline()
+        except psutil.Error:
+            continue
+        if "--kind" in cmd:
+            kinds.append(cmd[cmd.index("--kind") + 1])
+    return sorted(kinds)
+
+
+def _workers_for_parent(pid: int) -> list[int]:
+    """Every live worker started by the process `pid` (even after it was re-parented)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "--parent-pid" in cmd and cmd[cmd.index("--parent-pid") + 1] == str(pid):
+            found.append(proc.info["pid"])
+    return found
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    (ws / "a.md").write_text("# A\n")
+    (tmp_path / "outside.md").write_text("# outside\n")
+    return ws
+
+
+@pytest.fixture
+def layer_factory() -> Iterator[list[OsLayer]]:
+    made: list[OsLayer] = []
+    yield made
+    for layer in made:
+        layer.close()
+
+
+def _layer(made: list[OsLayer], policy: Policy, **kwargs: object) -> OsLayer:
+    layer = OsLayer(policy, **kwargs)  # type: ignore[arg-type]
+    made.append(layer)
+    return layer
+
+
+# -- fail closed ------------------------------------------------------------------------------
+
+
 def test_without_an_enforceable_layer_deletion_is_refused_and_the_file_stays(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
-    (tmp_path / "a.md").write_text("# A\n")
-    monkeypatch.setattr(confined, "probe", _nothing_enforceable)
-    deleters = confined.ConfinedDeleters(_policy(tmp_path), allow_unconfined=False)
-    try:
-        ws_name = tmp_path.name
-        assert deleters.unavailable(ws_name) is not None
-        with WorkspaceRoot.open(tmp_path) as root:
-            ident = root.stat_note("a.md")
-        with pytest.raises(confined.OsLayerFailed):
-            deleters.delete(ws_name, "a.md", ident)
-        assert (tmp_path / "a.md").exists()
-    finally:
-        deleters.close()
+    monkeypatch.setattr(sandbox.probe, "probe", _nothing_enforceable)
+    layer = _layer(layer_factory, _policy(notes), allow_unconfined=False)
+    deleters = ConfinedDeleters(layer)
+    reason = deleters.unavailable("notes")
+    assert reason == "no OS containment layer can be enforced on this host"
+    with WorkspaceRoot.open(notes) as root:
+        ident = root.stat_note("a.md")
+    with pytest.raises(OsLayerFailed):
+        deleters.delete("notes", "a.md", ident)
+    assert (notes / "a.md").read_text() == "# A\n"
+    assert layer.mode == "refused"
+    assert _workers_of(psutil.Process().pid) == []
 
 
 def test_allow_unconfined_is_the_only_way_to_delete_without_an_os_layer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
-    (tmp_path / "a.md").write_text("# A\n")
-    monkeypatch.setattr(confined, "probe", _nothing_enforceable)
-    policy = _policy(tmp_path, sandbox="none")
-    deleters = confined.ConfinedDeleters(policy, allow_unconfined=True)
-    try:
-        assert deleters.mode == "none" or deleters.unavailable(tmp_path.name) is None
-        with WorkspaceRoot.open(tmp_path) as root:
-            ident: Identity = root.stat_note("a.md")
-        deleters.delete(tmp_path.name, "a.md", ident)
-        assert not (tmp_path / "a.md").exists()
-    finally:
-        deleters.close()
+    monkeypatch.setattr(sandbox.probe, "probe", _nothing_enforceable)
+    layer = _layer(layer_factory, _policy(notes, sandbox="none"), allow_unconfined=True)
+    deleters = ConfinedDeleters(layer)
+    assert deleters.unavailable("notes") is None
+    assert layer.mode == "none"
+    with WorkspaceRoot.open(notes) as root:
+        ident = root.stat_note("a.md")
+    deleters.delete("notes", "a.md", ident)
+    assert not (notes / "a.md").exists()
+
+
+def test_allow_unconfined_does_not_override_a_workspace_that_requires_a_sandbox(
+    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
+) -> None:
+    monkeypatch.setattr(sandbox.probe, "probe", _nothing_enforceable)
+    layer = _layer(layer_factory, _policy(notes, sandbox="chroot"), allow_unconfined=True)
+    reason = ConfinedDeleters(layer).unavailable("notes")
+    assert reason == 'the workspace policy requires sandbox "chroot", this host provides "none"'
 
 
 def test_a_workspace_requiring_landlock_refuses_a_chroot_only_host(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
     monkeypatch.setenv("FS_NOTES_HIDE_LANDLOCK", "1")
-    deleters = confined.ConfinedDeleters(
-        _policy(tmp_path, sandbox="landlock"), allow_unconfined=False
+    layer = _layer(layer_factory, _policy(notes, sandbox="landlock"), allow_unconfined=False)
+    reason = ConfinedDeleters(layer).unavailable("notes")
+    assert reason == 'the workspace policy requires sandbox "landlock", this host provides "chroot"'
+
+
+def test_deletion_runs_in_a_worker_of_the_mode_the_host_enforces(
+    notes: Path, layer_factory: list[OsLayer]
+) -> None:
+    mode = _landlock_mode()
+    layer = _layer(layer_factory, _policy(notes, sandbox=mode), allow_unconfined=False)
+    deleters = ConfinedDeleters(layer)
+    with WorkspaceRoot.open(notes) as root:
+        ident = root.stat_note("a.md")
+    deleters.delete("notes", "a.md", ident)
+    assert not (notes / "a.md").exists()
+    assert layer.mode == mode
+    worker = layer.worker("notes", "delete")
+    assert worker.hello["mode"] == mode and worker.hello["kind"] == "delete"
+    # The worker's own checks still hold: a second delete of the same note is NoteNotFound.
+    with pytest.raises(NoteNotFound):
+        deleters.delete("notes", "a.md", ident)
+    assert (notes.parent / "outside.md").exists()
+
+
+# -- deferred set-up (cold start) ---------------------------------------------------------------
+
+
+def test_nothing_is_probed_or_started_before_the_delay_or_a_use(
+    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
+) -> None:
+    calls: list[float] = []
+
+    def counting_probe(timeout: float = 10.0) -> HostReport:
+        calls.append(time.monotonic())
+        return probe(timeout)
+
+    monkeypatch.setattr(sandbox.probe, "probe", counting_probe)
+    _layer(layer_factory, _policy(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30)
+    time.sleep(0.3)
+    assert calls == []
+    assert _workers_of(psutil.Process().pid) == []
+
+
+def test_the_first_use_starts_the_set_up_at_once(notes: Path, layer_factory: list[OsLayer]) -> None:
+    _landlock_mode()
+    layer = _layer(
+        layer_factory, _policy(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30
     )
-    try:
-        reason = deleters.unavailable(tmp_path.name)
-        assert reason is not None and "landlock" in reason
-    finally:
-        deleters.close()
+    started = time.monotonic()
+    assert ConfinedDeleters(layer).unavailable("notes") is None
+    assert time.monotonic() - started < 10  # not the 30 s delay
+    assert layer.mode in ("landlock", "chroot")
+
+
+def test_after_the_delay_the_workers_the_policy_needs_are_started_in_the_background(
+    notes: Path, layer_factory: list[OsLayer]
+) -> None:
+    _landlock_mode()
+    layer = _layer(
+        layer_factory, _policy(notes, sandbox="chroot"), allow_unconfined=False, start_delay=0.05
+    )
+    me = psutil.Process().pid
+    deadline = time.monotonic() + 20
+    while _workers_of(me) != ["delete", "write"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _workers_of(me) == ["delete", "write"]
+    layer.close()
+    assert _workers_of(me) == []
+
+
+def test_closing_before_the_set_up_ran_probes_nothing(
+    notes: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(sandbox.probe, "probe", lambda timeout=10.0: calls.append(1))
+    layer = OsLayer(_policy(notes), allow_unconfined=False, start_delay=30)
+    layer.close()
+    assert calls == []
+    with pytest.raises(OsLayerFailed):
+        layer.worker("notes", "delete")
+
+
+def test_a_self_confined_server_needs_no_probe(
+    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
+) -> None:
+    # The server proved Landlock in its own process at start-up (fs_notes/selfconfine.py).
+    def no_probe(timeout: float = 10.0) -> HostReport:
+        raise AssertionError("probed although self-confined")
+
+    monkeypatch.setattr(sandbox.probe, "probe", no_probe)
+    layer = _layer(layer_factory, _policy(notes), allow_unconfined=False, self_confined=True)
+    assert layer.refusal("notes") is None
+    assert layer.mode == "landlock"
+
+
+# -- the real server ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("hide,mode", [("", "landlock"), ("1", "chroot")])
 def test_check_reports_the_mechanism_serve_uses(hide: str, mode: str) -> None:
     env = child_env(FS_NOTES_HIDE_LANDLOCK=hide) if hide else child_env()
-    env.pop("FS_NOTES_HIDE_LANDLOCK", None) if not hide else None
+    if not hide:
+        env.pop("FS_NOTES_HIDE_LANDLOCK", None)
     out = subprocess.run(
         [sys.executable, "-m", "fs_notes", "check", "--json"],
         capture_output=True,
@@ -97,5 +258,54 @@ def test_check_reports_the_mechanism_serve_uses(hide: str, mode: str) -> None:
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["deletion_confinement"] == mode
+    assert data["write_confinement"] == mode
     assert data["openat2"] is True
     assert data["landlock"]["enforced"] is (mode == "landlock")
+    assert data["self_confinement"] is (mode == "landlock")
+
+
+def test_serve_deletes_through_its_worker_and_leaves_no_process_behind(notes: Path) -> None:
+    # `serve WORKSPACE` requires Landlock for deletion (the policy default): with Landlock it
+    # deletes through a landlock worker; with Landlock hidden it refuses before asking (fail
+    # closed), and the note stays.
+    mode = _landlock_mode()
+    uri = notes.as_uri()
+    server = StdioServer("serve", str(notes))
+    try:
+        first = server.ask(call_tool(1, "notes_delete", {"workspaceUri": uri, "title": "A"}, FORM))
+        if mode == "chroot":
+            assert first["result"]["isError"] is True
+            assert first["result"]["content"][0]["text"] == (
+                "deletion is refused in this workspace: the workspace policy requires sandbox "
+                '"landlock", this host provides "chroot"'
+            )
+        else:
+            answer = {
+                "delete_choice": {
+                    "action": "accept",
+                    "content": {"note_id": "a.md", "confirm": True},
+                }
+            }
+            done = server.ask(
+                call_tool(
+                    2,
+                    "notes_delete",
+                    {"workspaceUri": uri, "title": "A"},
+                    FORM,
+                    requestState=first["result"]["requestState"],
+                    inputResponses=answer,
+                )
+            )
+            assert done["result"].get("isError") is not True, done
+            assert "delete" in _workers_of(server.proc.pid)
+        pid = server.proc.pid
+    finally:
+        code = server.close()
+    assert code == 0
+    assert (notes / "a.md").exists() is (mode == "chroot")
+    assert (notes.parent / "outside.md").read_text() == "# outside\n"
+    assert f"workers for creates, updates and deletions: {mode}" in server.stderr
+    deadline = time.monotonic() + 5
+    while _workers_for_parent(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _workers_for_parent(pid) == []

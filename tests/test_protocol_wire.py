@@ -18,7 +18,15 @@ import pytest
 from wire import HttpServer, StdioServer, check_message, http_server, meta, request, stdio_server
 
 TOKEN = "test-token-0123456789abcdef"
-TOOLS = {"notes_list", "notes_read", "notes_search", "notes_create", "notes_update", "notes_delete"}
+TOOLS = {
+    "notes_list",
+    "notes_read",
+    "notes_search",
+    "notes_create",
+    "notes_update",
+    "notes_delete",
+    "notes_summarize",
+}
 
 
 @dataclass(frozen=True)
@@ -230,22 +238,19 @@ GOLDEN = [
         status=400,
     ),
     Golden("call-name-missing", _req("tools/call", {"arguments": {}}), -32602, status=400),
-    Golden(
-        "initialize-legacy",
-        _bare(
-            id=1,
-            method="initialize",
-            params={
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "old", "version": "1"},
-            },
-        ),
-        -32022,
-        data={"supported": ["2026-07-28"], "requested": "2025-11-25"},
-        status=400,
-    ),
 ]
+
+# `initialize` used to be refused with -32022 (the golden case "initialize-legacy"); since issue 7
+# it opens a legacy session, so it has its own test below, on a fresh connection of each transport.
+LEGACY_INITIALIZE = _bare(
+    id=1,
+    method="initialize",
+    params={
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "old", "version": "1"},
+    },
+)
 
 
 def _expected_id(case: Golden) -> Any:
@@ -352,3 +357,36 @@ def test_stdio_answers_interleaved_requests_by_id(stdio: StdioServer) -> None:
     )
     ids = {stdio.recv()["id"] for _ in range(20)}
     assert ids == {f"r{i}" for i in range(20)}
+
+
+def _check_legacy_initialize(answer: dict[str, Any]) -> None:
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parent / "data" / "mcp-schema-2025-11-25.json").read_text())
+    for definition, target in (("JSONRPCResultResponse", answer), ("InitializeResult", None)):
+        sub = {"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]}
+        jsonschema.Draft202012Validator(sub).validate(target or answer["result"])
+    assert answer["id"] == 1
+    result = answer["result"]
+    assert result["protocolVersion"] == "2025-11-25"
+    assert result["serverInfo"]["name"] == "fs-notes"
+    assert result["capabilities"] == {"tools": {}, "resources": {}}
+    assert "resultType" not in result
+
+
+def test_initialize_opens_a_legacy_session_on_both_transports(
+    workspace: Path, http: HttpServer
+) -> None:
+    with stdio_server(str(workspace)) as fresh:
+        fresh.send(LEGACY_INITIALIZE)
+        _check_legacy_initialize(fresh.recv())
+    headers = {  # what a 2025-11-25 client sends: no MCP-Protocol-Version on initialize
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {TOKEN}",
+    }
+    response = http.post_raw(json.dumps(LEGACY_INITIALIZE).encode(), headers)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    assert len(response.headers["mcp-session-id"]) >= 32
+    _check_legacy_initialize(response.json())

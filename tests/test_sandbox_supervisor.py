@@ -149,6 +149,36 @@ def test_create_and_update_through_a_write_worker(workspace: Path, mode: str) ->
         assert sorted(os.listdir(workspace / "new")) == ["n.md"]  # no temp file left
 
 
+def _status(pid: int, name: str) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key == name:
+            return value.strip()
+    raise AssertionError(f"{name} not in /proc/{pid}/status")
+
+
+@pytest.mark.parametrize(("kind", "caps"), [("delete", 0b1010), ("write", 0b1011)])
+def test_the_landlock_worker_keeps_only_the_capabilities_the_chroot_worker_keeps(
+    workspace: Path, kind: str, caps: int
+) -> None:
+    # Landlock binds root's file access, not what other capabilities reach (a kernel module,
+    # raw I/O, owners and modes of files outside). As root the worker keeps CAP_DAC_OVERRIDE and
+    # CAP_FOWNER (the write worker also CAP_CHOWN), in the bounding set too; otherwise nothing.
+    if not layer_runs("landlock"):
+        return
+    with ConfinedWorker(str(workspace), kind, "landlock") as worker:  # type: ignore[arg-type]
+        pid = worker.pid
+        assert pid is not None
+        expected = caps if os.geteuid() == 0 else 0
+        for field in ("CapEff", "CapPrm"):
+            assert int(_status(pid, field), 16) == expected, field
+        if os.geteuid() == 0:
+            assert int(_status(pid, "CapBnd"), 16) == caps
+        assert int(_status(pid, "CapInh"), 16) == 0
+        assert int(_status(pid, "CapAmb"), 16) == 0
+        assert worker.hello["confinement"]["effective_caps"] == expected
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_the_worker_is_single_threaded_with_no_new_privs_and_an_empty_environment(
     workspace: Path, mode: str, monkeypatch: pytest.MonkeyPatch
@@ -385,6 +415,7 @@ def _good_hello(mode: Mode) -> dict[str, object]:
             "handled_fs": ll.fs_rights(7),
             "handled_net": ll.net_rights(7),
             "scoped": ll.scopes(7),
+            "effective_caps": 0b1010,
         }
     if mode == "chroot":
         confinement = {"effective_caps": 0b1010}
@@ -408,6 +439,7 @@ TAMPERED: list[tuple[Mode, str, object]] = [
     ("landlock", "handled_fs", ll.ACCESS_FS_REMOVE_FILE),  # the rest left unhandled
     ("landlock", "handled_net", 0),
     ("landlock", "scoped", 0),
+    ("landlock", "effective_caps", 0x1FFFFFFFFFF),  # kept every capability of root
     ("chroot", "effective_caps", 0x1FFFFFFFFFF),
 ]
 

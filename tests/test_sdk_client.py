@@ -19,7 +19,15 @@ from mcp.client.streamable_http import streamable_http_client
 from wire import REPO, HttpServer, http_server
 
 TOKEN = "sdk-token-0123456789abcdef"
-TOOLS = {"notes_list", "notes_read", "notes_search", "notes_create", "notes_update", "notes_delete"}
+TOOLS = {
+    "notes_list",
+    "notes_read",
+    "notes_search",
+    "notes_create",
+    "notes_update",
+    "notes_delete",
+    "notes_summarize",
+}
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ raises NotRegular / Hardlinked before a byte is read or written. Reads go throug
 checked; files are opened O_NONBLOCK so a FIFO never blocks. Creates never replace anything
 (O_CREAT|O_EXCL|O_NOFOLLOW); updates write a temp file beside the note, fsync, then renameat over
 it; deletes resolve the parent fd, lstat the name, compare it with the expected Identity and
-unlinkat it. Error messages never include a path.
+unlinkat it (without fsyncing the folder: a deletion is atomic and visible at once, but a power
+loss right after it may undo it). Error messages never include a path.
 
 What this layer does NOT protect against (decided, not overlooked):
 - Bind mounts of the same device inside the workspace, on old kernels only. Mounts are refused,
@@ -58,7 +59,7 @@ from .errors import (
     SymlinkRefused,
     TooLarge,
 )
-from .fileops import TMP_PREFIX, create_in, read_upto, replace_in, sync_dir
+from .fileops import TMP_PREFIX, create_in, read_upto, replace_in
 from .identity import Identity
 from .listing_cache import ListingCache
 from .paths import MAX_COMPONENTS, split_folder, split_relpath
@@ -259,7 +260,10 @@ class WorkspaceRoot:
                 os.unlink(comps[-1], dir_fd=parent)
             except OSError as exc:
                 raise_from_os(exc)
-            sync_dir(parent)
+            # No fsync of the folder here: that is durability, not containment, and it cost
+            # milliseconds per deletion on a VM disk. Every process sees the unlink at once;
+            # only a power loss can bring the note back, and then a new confirmation is needed
+            # (the sealed state is bound to the boot id; see confirm/replay.py).
         finally:
             os.close(parent)
 

@@ -1,103 +1,259 @@
-"""Deletion through the OS layer: one Landlock- (or chroot-) confined worker per workspace.
+"""Creates, updates and deletions through the OS layer: confined worker processes per workspace.
 
-At start-up a background thread probes the host (`sandbox.probe`), chooses the strongest mode
-that can be enforced, and starts a deletion worker for every workspace whose policy accepts that
-mode. Fail closed: with no enforceable layer, or a workspace that requires a stronger one, deletion
-there is refused (before the user is asked), unless the operator passed --allow-unconfined, which
-is logged loudly. Creates and updates do not go through a worker yet.
+Guarantees:
+- Every create, update and delete runs in a worker process confined by the strongest mode the
+  host enforces (Landlock, else chroot), one worker per workspace and kind: the delete worker
+  may only unlink beneath its workspace, the write worker only create and write files there
+  (`sandbox.confine.DELETE_RIGHTS` / `WRITE_RIGHTS`).
+- Fail closed: with no enforceable layer, or in a workspace whose policy requires a stronger one
+  (`sandbox = "landlock"`, the default, on a chroot-only host), creates, updates and deletions
+  are refused (a deletion before the user is asked) unless the operator passed
+  --allow-unconfined, which is logged loudly. A worker that cannot be started refuses too.
+- Writes follow exactly the rule deletion follows (a decision): an update replaces a note's whole
+  content, which destroys it as surely as an unlink, and a create can plant files; a weaker bar
+  for writes would make the deletion bar pointless. So the workspace's `sandbox` level and
+  --allow-unconfined govern both, and both worker kinds run under the same mode.
+- Nothing here competes with the first request: the set-up (the host probe, which starts two
+  short-lived Python children, and the workers) starts `START_DELAY` seconds after the server,
+  or at once when a create, update or delete needs it, on a background thread; psutil,
+  subprocess and the supervisor are imported there, not on the start-up path. Which layers are
+  active is logged once known. When the server confined itself with Landlock (fs_notes.selfconfine,
+  proven at start-up), that proof stands in for the probe: the mode is "landlock".
+
+Does not: retry an operation that failed in a worker (the tools report it; nothing is half done:
+unlinkat and renameat are atomic), decide who may do what (layer 1), or resolve paths (the
+workers use the filesystem layer, fs_notes.fs, which checks every path again inside them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from sandbox.errors import NoEnforceableLayer, SandboxError
-from sandbox.probe import probe, select_mode
-from sandbox.supervisor import ConfinedWorker
 
 from ..fs import FsError, Identity
-from ..policy import Policy
+from ..policy import Policy, Workspace
+
+if TYPE_CHECKING:
+    from sandbox.supervisor import ConfinedWorker, Mode
 
 log = logging.getLogger("fs_notes.sandbox")
 
+START_DELAY = 1.0
 SETUP_TIMEOUT = 60.0
+Kind = Literal["delete", "write"]
+_KINDS: tuple[Kind, ...] = ("delete", "write")
+_T = TypeVar("_T")
 
 
 class OsLayerFailed(FsError):
-    message = "refused or failed in the confined deletion worker"
+    message = "refused or failed in the confined worker"
 
 
-class ConfinedDeleters:
-    def __init__(self, policy: Policy, *, allow_unconfined: bool) -> None:
+class OsLayer:
+    """The mode, chosen once (lazily), and the workers, started on demand and kept."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        allow_unconfined: bool,
+        self_confined: bool = False,
+        start_delay: float = START_DELAY,
+    ) -> None:
         self._policy = policy
         self._allow = allow_unconfined
-        self._workers: dict[str, ConfinedWorker] = {}
+        self._self_confined = self_confined
+        self._delay = start_delay
+        self._workspaces = {ws.name: ws for ws in policy.workspaces}
+        self._workers: dict[tuple[str, Kind], ConfinedWorker] = {}
         self._refusals: dict[str, str] = {}
-        self.mode: str = "unknown"
+        self._lock = threading.Lock()
+        self._closed = False
+        self.mode: str = "unknown"  # a sandbox Mode once chosen, or "refused"
+        self._mode: Mode | None = None
+        self._go = threading.Event()
         self._ready = threading.Event()
-        threading.Thread(target=self._setup, name="fs-notes-sandbox-setup", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name="fs-notes-os-layer", daemon=True)
+        self._thread.start()
 
-    def _setup(self) -> None:
+    # -- set-up (background thread) ----------------------------------------------------------
+
+    def _run(self) -> None:
+        self._go.wait(self._delay)
+        if self._closed:
+            self._ready.set()
+            return
         try:
+            self._choose_mode()
+        except Exception:
+            log.exception("OS containment set-up failed; creates, updates and deletions refused")
+            self.mode = "refused"
+            for name in self._workspaces:
+                self._refusals.setdefault(name, "the OS containment layer could not be set up")
+        finally:
+            self._ready.set()
+        self._prewarm()
+
+    def _choose_mode(self) -> None:
+        mode: Mode
+        if self._self_confined:
+            mode = "landlock"  # proven in this very process at start-up
+        else:
+            from sandbox.probe import probe, select_mode
+
             try:
                 mode = select_mode(probe(), self._allow)
             except NoEnforceableLayer:
                 self.mode = "refused"
                 log.error(
-                    "no OS containment layer can be enforced here: deletion is refused "
-                    "(pass --allow-unconfined to accept deleting without one)"
+                    "no OS containment layer can be enforced here: creates, updates and "
+                    "deletions are refused (pass --allow-unconfined to accept them without one)"
                 )
-                for ws in self._policy.workspaces:
-                    self._refusals[ws.name] = "no OS containment layer can be enforced on this host"
+                for name in self._workspaces:
+                    self._refusals[name] = "no OS containment layer can be enforced on this host"
                 return
-            self.mode = mode
-            if mode == "none":
-                log.warning(
-                    "DELETION IS NOT OS-CONFINED (--allow-unconfined): only layers 1 and 2 "
-                    "protect files outside the workspaces"
+        self.mode, self._mode = mode, mode
+        for ws in self._workspaces.values():
+            if not ws.accepts(mode):
+                self._refusals[ws.name] = (
+                    f'the workspace policy requires sandbox "{ws.sandbox}", '
+                    f'this host provides "{mode}"'
                 )
-            else:
-                log.warning("deletion confinement: %s", mode)
-            for ws in self._policy.workspaces:
-                if not ws.accepts(mode):
-                    self._refusals[ws.name] = (
-                        f'the workspace policy requires sandbox "{ws.sandbox}", '
-                        f'this host provides "{mode}"'
-                    )
-                    continue
-                try:
-                    self._workers[ws.name] = ConfinedWorker(
-                        ws.path, "delete", mode, symlinks=ws.symlinks
-                    )
-                except (SandboxError, OSError) as exc:
-                    log.error("workspace %s: deletion worker did not start: %s", ws.name, exc)
-                    self._refusals[ws.name] = "the confined deletion worker could not be started"
-        except Exception:
-            log.exception("sandbox set-up failed; deletion is refused")
-            for ws in self._policy.workspaces:
-                self._refusals.setdefault(ws.name, "the OS containment layer could not be set up")
-        finally:
-            self._ready.set()
+        if mode == "none":
+            log.warning(
+                "CREATES, UPDATES AND DELETIONS ARE NOT OS-CONFINED (--allow-unconfined): only "
+                "layers 1 and 2 protect files outside the workspaces"
+            )
+        else:
+            log.warning(
+                "OS containment: server self-confined: %s; workers for creates, updates and "
+                "deletions: %s%s",
+                "landlock" if self._self_confined else "no",
+                mode,
+                "".join(f"; {name}: refused ({why})" for name, why in self._refusals.items()),
+            )
 
-    def unavailable(self, workspace: str) -> str | None:
+    def _needed(self) -> list[tuple[str, Kind]]:
+        ops: dict[str, set[str]] = {name: set() for name in self._workspaces}
+        for principal in self._policy.principals:
+            for grant in self._policy.grants_for(principal):
+                ops[grant.workspace.name] |= set(grant.operations)
+        return [
+            (name, kind)
+            for name in self._workspaces
+            for kind in _KINDS
+            if kind in ops[name] and name not in self._refusals
+        ]
+
+    def _prewarm(self) -> None:
+        for name, kind in self._needed():
+            if self._closed:
+                return
+            with contextlib.suppress(OsLayerFailed):  # logged; the next operation tries again
+                self.worker(name, kind)
+
+    # -- use -----------------------------------------------------------------------------------
+
+    def _wait(self) -> str | None:
+        self._go.set()
         if not self._ready.wait(SETUP_TIMEOUT):
             return "the OS containment layer is not ready"
-        if workspace in self._workers:
-            return None
-        return self._refusals.get(workspace, "no confined deletion worker for this workspace")
+        return None
 
-    def delete(self, workspace: str, relpath: str, expected: Identity) -> None:
-        reason = self.unavailable(workspace)
+    def refusal(self, workspace: str) -> str | None:
+        """Why creates, updates and deletions are refused in `workspace` (None: allowed)."""
+        reason = self._wait()
+        if reason is not None:
+            return reason
+        if workspace not in self._workspaces:
+            return "unknown workspace"
+        return self._refusals.get(workspace)
+
+    def unavailable(self, workspace: str, kind: Kind) -> str | None:
+        """Why `kind` operations in `workspace` cannot run now (None: a worker is up)."""
+        try:
+            self.worker(workspace, kind)
+        except OsLayerFailed as exc:
+            return str(exc)
+        return None
+
+    def worker(self, workspace: str, kind: Kind) -> ConfinedWorker:
+        """The running worker for `workspace` and `kind`, started if need be; else OsLayerFailed."""
+        reason = self.refusal(workspace)
         if reason is not None:
             raise OsLayerFailed(reason)
+        ws: Workspace = self._workspaces[workspace]
+        with self._lock:
+            if self._closed:
+                raise OsLayerFailed("the server is shutting down")
+            if self._mode is None:  # cannot happen without a refusal; fail closed regardless
+                raise OsLayerFailed("the OS containment layer is not set up")
+            worker = self._workers.get((workspace, kind))
+            if worker is not None:
+                return worker
+            from sandbox.supervisor import ConfinedWorker
+
+            try:
+                worker = ConfinedWorker(ws.path, kind, self._mode, symlinks=ws.symlinks)
+            except (SandboxError, FsError, OSError) as exc:
+                log.error("workspace %s: the %s worker did not start: %s", workspace, kind, exc)
+                raise OsLayerFailed(f"the confined {kind} worker could not be started") from None
+            self._workers[(workspace, kind)] = worker
+            return worker
+
+    def run(self, workspace: str, kind: Kind, action: Callable[[ConfinedWorker], _T]) -> _T:
+        """`action(worker)`; the worker's FsError passes through, any other failure is
+        OsLayerFailed (logged with its cause, never shown)."""
+        worker = self.worker(workspace, kind)
         try:
-            self._workers[workspace].delete(relpath, expected)
-        except SandboxError as exc:
-            log.error("deletion worker for %s refused or failed: %s", workspace, exc)
+            return action(worker)
+        except FsError:
+            raise
+        except (SandboxError, ValueError) as exc:
+            log.error("%s worker for %s refused or failed: %s", kind, workspace, exc)
             raise OsLayerFailed() from None
 
     def close(self) -> None:
-        self._ready.wait(SETUP_TIMEOUT)
-        for worker in self._workers.values():
+        """Stop every worker (and the set-up, if it has not run). Idempotent."""
+        with self._lock:
+            self._closed = True
+        self._go.set()
+        self._thread.join(SETUP_TIMEOUT)
+        with self._lock:
+            workers, self._workers = list(self._workers.values()), {}
+        for worker in workers:
             worker.close()
+
+
+class ConfinedDeleters:
+    """The `NoteDeleter` of tools/delete.py: unlink through the workspace's delete worker."""
+
+    def __init__(self, layer: OsLayer) -> None:
+        self._layer = layer
+
+    def unavailable(self, workspace: str) -> str | None:
+        return self._layer.unavailable(workspace, "delete")
+
+    def delete(self, workspace: str, relpath: str, expected: Identity) -> None:
+        self._layer.run(workspace, "delete", lambda w: w.delete(relpath, expected))
+
+
+class ConfinedWriters:
+    """The `NoteWriter` of tools/write_tools.py: create and update through the write worker."""
+
+    def __init__(self, layer: OsLayer) -> None:
+        self._layer = layer
+
+    def unavailable(self, workspace: str) -> str | None:
+        return self._layer.unavailable(workspace, "write")
+
+    def create(self, workspace: str, relpath: str, data: bytes) -> Identity:
+        return self._layer.run(workspace, "write", lambda w: w.create(relpath, data))
+
+    def update(self, workspace: str, relpath: str, data: bytes) -> Identity:
+        return self._layer.run(workspace, "write", lambda w: w.update(relpath, data))

@@ -5,19 +5,25 @@ principal of the request (never clientInfo, never client roots) is authorized fo
 that workspace URI (layer 1), and the tool gets the root handle opened at start-up (layer 2).
 Failures become `ToolFailure`, whose message is safe to show: it never says whether anything
 outside the workspace exists.
+
+Injection points (for the escape exercises' layer knock-out only; `serve` always uses the
+defaults): `roots` may hold anything with the `NoteRoot` verbs, and `ids` (`IdRules`) says how raw
+note ids and folders are checked before they reach a root (default: `fs_notes.lexical`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ..fs import (
     Escape,
     FsError,
     Hardlinked,
+    Identity,
     IdentityChanged,
     InvalidPath,
     NoteExists,
@@ -25,9 +31,8 @@ from ..fs import (
     NotRegular,
     SymlinkRefused,
     TooLarge,
-    WorkspaceRoot,
 )
-from ..lexical import LexicalError, NoteId, WorkspacePath, validate_note_id
+from ..lexical import LexicalError, NoteId, WorkspacePath, validate_folder, validate_note_id
 from ..policy import AccessDenied, Operation, Policy, Principal, Workspace
 from ..protocol.dispatch import Call
 from ..protocol.models import tool_error
@@ -40,10 +45,47 @@ class ToolFailure(Exception):
     """A tool error the caller may read (`isError: true`)."""
 
 
+class NoteRoot(Protocol):
+    """The verbs the tools use on a workspace: `fs.WorkspaceRoot` (layer 2) in the server."""
+
+    def read_note(self, relpath: str, *, max_bytes: int = ...) -> tuple[bytes, Identity]: ...
+    def stat_note(self, relpath: str) -> Identity: ...
+    def create_note(self, relpath: str, data: bytes) -> Identity: ...
+    def update_note(
+        self, relpath: str, data: bytes, *, expected: Identity | None = None
+    ) -> Identity: ...
+    def unlink_note(self, relpath: str, expected: Identity) -> None: ...
+    def iter_notes(
+        self, folder: str = "", *, after: str | None = None
+    ) -> Iterator[tuple[str, os.stat_result]]: ...
+
+
+def strict_note_id(raw: str) -> str:
+    """Layer 1: the canonical text of a valid note id; LexicalError otherwise."""
+    return validate_note_id(raw).text
+
+
+def strict_folder(raw: str) -> str:
+    """Layer 1: the canonical text of a valid folder ("" = the workspace); LexicalError."""
+    return "/".join(validate_folder(raw))
+
+
+@dataclass(frozen=True)
+class IdRules:
+    """How raw note ids and folders are checked: raw text in, canonical text out, LexicalError
+    if refused. The default is the lexical layer; only the escape exercises pass other rules."""
+
+    note_id: Callable[[str], str] = field(default=strict_note_id)
+    folder: Callable[[str], str] = field(default=strict_folder)
+
+
+WorkspaceRoots = Mapping[str, NoteRoot]
+
+
 @dataclass(frozen=True)
 class Opened:
     workspace: Workspace
-    root: WorkspaceRoot
+    root: NoteRoot
     uri: str
 
     @property
@@ -78,10 +120,25 @@ def fs_message(exc: FsError, note_id: str) -> str:
 class NotesEnv:
     """Per-server state shared by the tools: policy, root handles (opened once), caches."""
 
-    def __init__(self, policy: Policy, roots: dict[str, WorkspaceRoot]) -> None:
+    def __init__(self, policy: Policy, roots: WorkspaceRoots, ids: IdRules | None = None) -> None:
         self.policy = policy
         self.roots = roots
+        self.ids = ids if ids is not None else IdRules()
         self.cache = NoteCache()
+
+    def note_id(self, raw: str) -> str:
+        """A client-supplied note id, checked by the id rules (ToolFailure if refused)."""
+        try:
+            return self.ids.note_id(raw)
+        except LexicalError as exc:
+            raise ToolFailure(f"invalid note id: {exc}") from None
+
+    def folder(self, raw: str) -> str:
+        """A client-supplied folder, checked by the id rules (ToolFailure if refused)."""
+        try:
+            return self.ids.folder(raw)
+        except LexicalError as exc:
+            raise ToolFailure(f"invalid folder: {exc}") from None
 
     def open(self, call: Call, workspace_uri: str, op: Operation) -> Opened:
         principal = call.principal

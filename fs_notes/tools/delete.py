@@ -38,7 +38,7 @@ from ..confirm.flow import (
 from ..confirm.replay import ReplayStore, ReplayStoreFull
 from ..confirm.state import WIRE_MESSAGE, StateRejected, StateSealer, StateTooLarge
 from ..fs import FsError, Identity
-from ..lexical import LexicalError, validate_note_id
+from ..lexical import LexicalError
 from ..policy import Principal
 from ..protocol.dispatch import Call
 from ..protocol.errors import INVALID_PARAMS, ProtocolError
@@ -257,7 +257,7 @@ class DeleteTool:
         note_id = choice.note_id
         expected = Identity(*choice.identity)
         try:
-            validate_note_id(note_id)
+            self.env.ids.note_id(note_id)
             live = ws.root.stat_note(note_id)
         except (LexicalError, FsError) as exc:
             self._audit(call, name, note_id, "identity-mismatch", _code(exc))

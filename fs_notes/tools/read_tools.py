@@ -11,10 +11,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..fs import FsError, Identity
-from ..lexical import LexicalError, validate_folder
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
-from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded, note_id_arg
+from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded
 from .notecache import CachedNote
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .titles import title_of
@@ -70,10 +69,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
     @guarded
     def notes_list(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         ws = env.open(call, args["workspaceUri"], "read")
-        try:
-            folder = "/".join(validate_folder(args.get("folder", "")))
-        except LexicalError as exc:
-            raise ToolFailure(f"invalid folder: {exc}") from None
+        folder = env.folder(args.get("folder", ""))
         limit = int(args.get("limit", LIST_PAGE_DEFAULT))
         after = _decode_cursor(args["cursor"]) if "cursor" in args else None
         try:  # ids come in order and the walk skips what lies before the cursor: O(page)
@@ -108,7 +104,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
     @guarded
     def notes_read(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         ws = env.open(call, args["workspaceUri"], "read")
-        note_id = note_id_arg(args["id"]).text
+        note_id = env.note_id(args["id"])
         try:
             note = load_note(env, ws, note_id, None)
         except FsError as exc:

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from ..fs import FsError
-from ..lexical import LexicalError, NoteId, note_uri, validate_note_id
+from ..lexical import LexicalError, NoteId, note_uri
 from ..policy import AccessDenied, Principal
 from ..protocol.dispatch import Call
 from ..protocol.errors import INVALID_PARAMS, ProtocolError
@@ -91,7 +91,7 @@ def build(env: NotesEnv) -> tuple[Any, Any]:
         assert isinstance(call.principal, Principal)
         try:
             grant, note_id = env.policy.locate(call.principal, uri, "read")
-            validate_note_id(note_id)
+            note_id = env.ids.note_id(note_id)
         except (LexicalError, AccessDenied) as exc:
             raise ProtocolError(
                 INVALID_PARAMS, NOT_FOUND, {"uri": uri}, log_detail=str(exc)

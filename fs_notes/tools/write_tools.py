@@ -1,7 +1,11 @@
 """notes_create and notes_update: the two tools that write, through a `NoteWriter`.
 
-The writer is the filesystem layer directly, or (issue 5) a confined worker process whose OS
-rights are limited to creating and rewriting files beneath the workspace.
+The writer is the filesystem layer in this process (`DirectWriter`: layers 1 and 2 only, for
+tests and embedding), or what `serve` uses: `tools.confined.ConfinedWriters`, a confined worker
+process per workspace whose OS rights are limited to creating and rewriting files beneath it.
+A writer that says writing is unavailable in a workspace (no enforceable OS layer: fail closed)
+is asked before anything else happens, and its reason is shown; the note id is checked lexically
+here and resolved again by the filesystem layer inside the writer.
 """
 
 from __future__ import annotations
@@ -11,13 +15,17 @@ from typing import Any, Protocol
 from ..fs import FsError, Identity
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
-from .context import NotesEnv, ToolFailure, fs_message, guarded, note_id_arg
+from .context import NotesEnv, ToolFailure, fs_message, guarded
 from .registry import CONTENT, NOTE_ID, WORKSPACE_URI, ToolSpec
 
 
 class NoteWriter(Protocol):
     def create(self, workspace: str, relpath: str, data: bytes) -> Identity: ...
     def update(self, workspace: str, relpath: str, data: bytes) -> Identity: ...
+
+    def unavailable(self, workspace: str) -> str | None:
+        """Why writing in this workspace is refused (fail closed), or None when it may run."""
+        ...
 
 
 class DirectWriter:
@@ -32,12 +40,18 @@ class DirectWriter:
     def update(self, workspace: str, relpath: str, data: bytes) -> Identity:
         return self._env.roots[workspace].update_note(relpath, data)
 
+    def unavailable(self, workspace: str) -> str | None:
+        return None
+
 
 def build(env: NotesEnv, writer: NoteWriter) -> list[ToolSpec]:
     def write(call: Call, args: dict[str, Any], verb: str) -> dict[str, Any]:
         ws = env.open(call, args["workspaceUri"], "write")
-        note_id = note_id_arg(args["id"]).text
+        note_id = env.note_id(args["id"])
         data = args["content"].encode("utf-8")
+        refusal = writer.unavailable(ws.workspace.name)
+        if refusal is not None:
+            raise ToolFailure(f"writing is refused in this workspace: {refusal}")
         try:
             if verb == "created":
                 ident = writer.create(ws.workspace.name, note_id, data)

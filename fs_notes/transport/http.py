@@ -6,7 +6,9 @@ Checks, in order, each answered before the body is acted on:
   not JSON -> 400/-32700 | invalid envelope -> 400/-32600 | header/body mismatch -> 400/-32020 |
   notification -> 202, empty body | request -> 200 JSON, or the status its error code maps to.
 Tokens are compared in constant time by the authenticator; nothing about why authentication failed
-reaches the client.
+reaches the client. Handshake-era clients (`initialize`, `Mcp-Session-Id`, a 2025 version header)
+pass the same Origin/Host/token/size checks, then go to their session (fs_notes/legacy/http.py);
+DELETE with a session id ends that session.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..legacy import ClientResponse, LegacyAdapter, read_message
+from ..legacy.http import HttpLegacy
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import EnvelopeError, Request, dumps, error_response, parse
 from ..protocol.errors import HTTP_STATUS, INVALID_REQUEST, ProtocolError
@@ -57,12 +61,16 @@ def build_app(
     allowed_origins: Iterable[str] = (),
     allowed_hosts: Iterable[str] | None = None,
     max_body: int = MAX_BODY,
+    legacy: HttpLegacy | None = None,
 ) -> Starlette:
     origins = frozenset(allowed_origins)
+    # Clients that open with `initialize` get legacy sessions (fs_notes/legacy/http.py).
+    sessions = legacy if legacy is not None else HttpLegacy(LegacyAdapter(dispatcher))
     hosts = frozenset(h.lower() for h in allowed_hosts) if allowed_hosts is not None else None
 
     async def endpoint(request: HttpRequest) -> Response:
-        if request.method != "POST":
+        ending = request.method == "DELETE" and "mcp-session-id" in request.headers
+        if request.method != "POST" and not ending:
             return Response(status_code=405, headers={"Allow": "POST"})
         origin = request.headers.get("origin")
         if origin is not None and origin not in origins:
@@ -79,6 +87,8 @@ def build_app(
             return _plain_error(
                 401, INVALID_REQUEST, "Unauthorized", {"WWW-Authenticate": challenge}
             )
+        if ending:
+            return sessions.delete(request.headers, principal)
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > max_body):
             return _plain_error(413, INVALID_REQUEST, "Request body too large")
@@ -87,10 +97,13 @@ def build_app(
             body += chunk
             if len(body) > max_body:
                 return _plain_error(413, INVALID_REQUEST, "Request body too large")
+        claimed = sessions.claims(request.headers)
         try:
-            msg = parse(bytes(body))
+            msg = read_message(bytes(body)) if claimed else parse(bytes(body))
         except EnvelopeError as exc:
             return _json(400, error_response(exc.id, exc.error))
+        if isinstance(msg, ClientResponse) or sessions.takes(request.headers, msg):
+            return await sessions.post(request.headers, msg, principal)
         if isinstance(msg, Request):
             try:
                 check_request_headers(request.headers, msg)

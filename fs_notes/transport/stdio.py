@@ -5,6 +5,9 @@ up the others; responses are written whole, one per line, from the event loop th
 protocol stream gets a private duplicate of fd 1 and fd 1 itself is pointed at stderr, so a stray
 print or a child process can never corrupt the stream. Ends cleanly on EOF, SIGTERM or SIGINT,
 after the requests in flight have been answered (bounded by a grace period).
+
+A client that opens with `initialize` (2025-11-25 and older) gets a legacy session for the life of
+the process (fs_notes/legacy/stdio.py); modern requests keep working beside it.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ import sys
 from collections.abc import Callable
 from typing import BinaryIO
 
+from ..legacy import ClientResponse, LegacyAdapter, StdioLegacy
 from ..protocol.dispatch import Dispatcher, Principal
-from ..protocol.envelope import EnvelopeError, dumps, error_response, parse
+from ..protocol.envelope import EnvelopeError, dumps, error_response
 from ..protocol.errors import INVALID_REQUEST, ProtocolError
 
 log = logging.getLogger("fs_notes.stdio")
@@ -85,6 +89,7 @@ async def serve(
     out: BinaryIO,
     *,
     on_ready: Callable[[], None] | None = None,
+    legacy: LegacyAdapter | None = None,
 ) -> None:
     stream = await _open_stdin(MAX_LINE)
     reader = _LineReader(stream)
@@ -107,13 +112,19 @@ async def serve(
         except (BrokenPipeError, ValueError):
             stopping = True
 
+    # A connection opened with `initialize` gets a legacy session (fs_notes/legacy/stdio.py).
+    link = StdioLegacy(legacy or LegacyAdapter(dispatcher), principal, write)
+
     async def run(raw: bytes) -> None:
         try:
-            msg = parse(raw)
+            msg = link.read(raw)
         except EnvelopeError as exc:
             write(error_response(exc.id, exc.error))
             return
-        response = await dispatcher.handle_async(msg, principal, "stdio")
+        if isinstance(msg, ClientResponse) or link.takes(msg):
+            response = await link.handle(msg)
+        else:
+            response = await dispatcher.handle_async(msg, principal, "stdio")
         if response is not None:
             write(response)
 
@@ -133,6 +144,7 @@ async def serve(
             inflight.add(task)
             task.add_done_callback(inflight.discard)
     finally:
+        link.close()  # nothing waits for a client that has gone
         if inflight:
             _, pending = await asyncio.wait(inflight, timeout=GRACE_SECONDS)
             for task in pending:

@@ -1,0 +1,478 @@
+"""The attack catalogue: every escape class of issue 6, as data (layout + steps + what to protect).
+
+Each attack gets its own root folder holding ``ws/`` (the workspace, served by the target),
+``outside/`` (``outside/secret.md`` holds the run's secret marker) and whatever its layout adds
+(notation: `layout.py`). `protected` paths (relative to the root) must stay unread, unchanged
+and, if absent, absent; `keep` paths must still be there, unchanged, at the end (reads allowed:
+deletion attacks). The cases of the team's shared table (tests/escape_cases.py) appear here by
+their own names where they fit; this table lives in the package so that `fs-notes exercises`
+works from an installed copy without tests/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .steps import (
+    Delete,
+    Mutate,
+    Race,
+    Request,
+    Step,
+    create,
+    listing,
+    read,
+    rename,
+    resource,
+    symlink,
+    tool,
+    update,
+)
+
+OUTSIDE_NOTE = "outside/secret.md"
+
+# The attack classes, in the issue's words.
+PREFIX = "prefix sibling folder"
+DOTDOT = "'..' in URI or id"
+ENCODED = "%2e%2e and double encoding"
+SEPARATORS = "encoded separators %2F %5C"
+NUL = "NUL"
+UTF8 = "invalid UTF-8"
+HOST = "a URI host part"
+ODD_URI = "relative and odd URI forms"
+ABSOLUTE = "an absolute path as id"
+ODD_ID = "ids '.', '..', empty, trailing '/'"
+FINAL_LINK = "symlink as the final component"
+DIR_LINK = "symlinked intermediate folder"
+DANGLING = "dangling symlink at create"
+CHAINS = "symlink chains and loops"
+SWAP = "a symlink swapped in between check and use"
+RENAMED = "a parent folder renamed during resolution"
+MAGIC = "magic links"
+MOUNT = "a mount point inside the workspace"
+HARDLINK = "a hardlink to an outside file"
+SPECIAL = "a FIFO, a socket and a device node as notes"
+DIR_MD = "a folder named x.md"
+LONG = "very long names and deep paths"
+LOOKALIKE = "case and Unicode look-alike names"
+REPLACED = "the note replaced between elicitation and confirmation"
+WS_REPLACED = "the workspace folder itself replaced after start-up"
+FD_LEAK = "an fd leaked into the worker"
+ROOTS = "client roots trying to widen the scope"
+
+CLASSES = (
+    PREFIX, DOTDOT, ENCODED, SEPARATORS, NUL, UTF8, HOST, ODD_URI, ABSOLUTE, ODD_ID, FINAL_LINK,
+    DIR_LINK, DANGLING, CHAINS, SWAP, RENAMED, MAGIC, MOUNT, HARDLINK, SPECIAL, DIR_MD, LONG,
+    LOOKALIKE, REPLACED, WS_REPLACED, FD_LEAK, ROOTS,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    kind: str  # one of CLASSES
+    layout: tuple[str, ...]
+    steps: tuple[Step, ...]
+    why: str
+    protected: tuple[str, ...] = (OUTSIDE_NOTE,)
+    keep: tuple[str, ...] = ()
+    operations: tuple[str, ...] = ("read",)
+    leak: str | None = None  # a folder (relative to the root) the target holds open as {leakfd}
+    needs_mount: bool = False
+
+
+_NOTE = ("ws/note.md: # Note",)
+_ROOTS_CAPS: dict[str, object] = {"roots": {}}
+
+
+ATTACKS: tuple[Attack, ...] = (
+    Attack(
+        "prefix-sibling",
+        PREFIX,
+        (*_NOTE, "ws-evil/secret.md: # {secret}"),
+        (
+            tool("notes_read", workspaceUri="{root_uri}/ws-evil", id="secret.md"),
+            resource("{root_uri}/ws-evil/secret.md"),
+        ),
+        "ws-evil starts with the workspace's path as a string",
+        protected=("ws-evil/secret.md",),
+    ),
+    Attack(
+        "dotdot-id", DOTDOT, _NOTE, (read("../outside/secret.md"),), "'..' out of the workspace"
+    ),
+    Attack(
+        "dotdot-uri", DOTDOT, _NOTE, (resource("{ws}/../outside/secret.md"),), "'..' in a note URI"
+    ),
+    Attack(
+        "encoded-dotdot-uri",
+        ENCODED,
+        _NOTE,
+        (resource("{ws}/%2e%2e/outside/secret.md"),),
+        "'..' percent-encoded in a URI",
+    ),
+    Attack(
+        "double-encoded-uri",
+        ENCODED,
+        _NOTE,
+        (resource("{ws}/%252e%252e/outside/secret.md"),),
+        "'..' encoded twice: a second decoder would make it '..'",
+    ),
+    Attack(
+        "encoded-dotdot-id",
+        ENCODED,
+        _NOTE,
+        (read("%2e%2e/outside/secret.md"),),
+        "an id is never percent-decoded",
+    ),
+    Attack(
+        "encoded-slash-uri",
+        SEPARATORS,
+        _NOTE,
+        (resource("{ws}/..%2Foutside%2Fsecret.md"),),
+        "%2F turns one name into a path",
+    ),
+    Attack(
+        "encoded-backslash-uri",
+        SEPARATORS,
+        _NOTE,
+        (resource("{ws}/..%5Coutside%5Csecret.md"),),
+        "%5C is a separator on Windows",
+    ),
+    Attack(
+        "backslash-id",
+        SEPARATORS,
+        _NOTE,
+        (read("..\\outside\\secret.md"),),
+        "backslashes as separators",
+    ),
+    Attack(
+        "nul-id",
+        NUL,
+        _NOTE,
+        (read("note.md\x00/../../outside/secret.md"),),
+        "NUL truncates C strings",
+    ),
+    Attack("nul-uri", NUL, _NOTE, (resource("{ws}/..%00/outside/secret.md"),), "%00 in a URI"),
+    Attack(
+        "invalid-utf8-uri",
+        UTF8,
+        _NOTE,
+        (resource("{ws}/%C0%AE%C0%AE/outside/secret.md"),),
+        "an overlong UTF-8 encoding of '..'",
+    ),
+    Attack(
+        "uri-host",
+        HOST,
+        _NOTE,
+        (resource("file://evil{rootq}/outside/secret.md"),),
+        "a host part (file://evil/...)",
+    ),
+    Attack(
+        "uri-unc",
+        HOST,
+        _NOTE,
+        (resource("file:///{rootq}/outside/secret.md"),),
+        "the UNC form file:////...",
+    ),
+    Attack(
+        "uri-relative",
+        ODD_URI,
+        _NOTE,
+        (resource("file:outside/secret.md"),),
+        "a relative file: URI (against the server's current folder)",
+    ),
+    Attack(
+        "uri-query",
+        ODD_URI,
+        _NOTE,
+        (resource("{ws}/note.md?/../../outside/secret.md"),),
+        "a query smuggling a path",
+    ),
+    Attack(
+        "uri-fragment",
+        ODD_URI,
+        _NOTE,
+        (resource("{ws}/note.md#/../../outside/secret.md"),),
+        "a fragment smuggling a path",
+    ),
+    Attack(
+        "absolute-id",
+        ABSOLUTE,
+        _NOTE,
+        (read("{root}/outside/secret.md"),),
+        "an absolute path instead of an id",
+    ),
+    Attack("id-dot", ODD_ID, _NOTE, (read("."),), "the id '.' (the workspace itself)"),
+    Attack("id-dotdot", ODD_ID, _NOTE, (read(".."),), "the id '..'"),
+    Attack(
+        "id-empty", ODD_ID, _NOTE, (resource("{ws}/"),), "an empty id (the workspace's own URI)"
+    ),
+    Attack("id-trailing-slash", ODD_ID, _NOTE, (read("note.md/"),), "a trailing '/'"),
+    Attack(
+        "symlink-final",
+        FINAL_LINK,
+        ("ws/l.md => ../outside/secret.md",),
+        (read("l.md"), update("l.md")),
+        "the note is a symlink to outside",
+        operations=("read", "write"),
+    ),
+    Attack(
+        "symlink-final-absolute",
+        FINAL_LINK,
+        ("ws/l.md => {root}/outside/secret.md",),
+        (read("l.md"),),
+        "the note is an absolute symlink to outside",
+    ),
+    Attack(
+        "symlink-dir",
+        DIR_LINK,
+        ("ws/d => ../outside",),
+        (read("d/secret.md"), listing("d"), create("d/new.md")),
+        "a folder of the id is a symlink to outside",
+        protected=(OUTSIDE_NOTE, "outside/new.md"),
+        operations=("read", "write"),
+    ),
+    Attack(
+        "symlink-dir-delete",
+        DIR_LINK,
+        ("ws/d => ../outside", "outside/victim.md: # Victim"),
+        (Delete("Victim", "d/victim.md"),),
+        "deleting through a folder symlink to outside",
+        protected=(),
+        keep=("outside/victim.md",),
+        operations=("read", "delete"),
+    ),
+    Attack(
+        "dangling-symlink-create",
+        DANGLING,
+        ("ws/new.md => ../outside/new.md",),
+        (create("new.md"),),
+        "creating through a dangling symlink creates outside/new.md",
+        protected=(OUTSIDE_NOTE, "outside/new.md"),
+        operations=("read", "write"),
+    ),
+    Attack(
+        "symlink-chain",
+        CHAINS,
+        ("ws/a.md => b.md", "ws/b.md => c.md", "ws/c.md => ../outside/secret.md"),
+        (read("a.md"),),
+        "a chain of symlinks that ends outside",
+    ),
+    Attack(
+        "symlink-loop",
+        CHAINS,
+        ("ws/a.md => b.md", "ws/b.md => a.md", "ws/loop => loop"),
+        (read("a.md"), read("loop/x.md")),
+        "symlink loops (a resolver must not spin)",
+    ),
+    Attack(
+        "swap-check-use",
+        SWAP,
+        ("ws/n.md: # Inside", "ws/evil.md => ../outside/secret.md"),
+        (Race(("ws/n.md", "ws/evil.md"), read("n.md")),),
+        "the note and a symlink to outside are exchanged while it is read",
+    ),
+    Attack(
+        "parent-renamed",
+        RENAMED,
+        (
+            "ws/p/q/note.md: # Inside",
+            "ws/p-evil => ../outside/p",
+            "outside/p/q/note.md: # {secret}",
+        ),
+        (Race(("ws/p", "ws/p-evil"), read("p/q/note.md")),),
+        "a parent folder is renamed away (and a symlink put in its place) during resolution",
+        protected=(OUTSIDE_NOTE, "outside/p/q/note.md"),
+    ),
+    Attack(
+        "magic-link-fd",
+        MAGIC,
+        ("ws/fd => /proc/self/fd/{leakfd}",),
+        (read("fd/secret.md"),),
+        "/proc/self/fd/N of an outside folder the server holds open",
+        leak="outside",
+    ),
+    Attack(
+        "magic-link-root",
+        MAGIC,
+        ("ws/root => /proc/self/root",),
+        (read("root{root}/outside/secret.md"),),
+        "/proc/self/root, then down to the secret",
+    ),
+    Attack(
+        "mount-point-read",
+        MOUNT,
+        ("ws/mnt |bind outside",),
+        (read("mnt/secret.md"),),
+        "outside/ bind-mounted inside the workspace",
+        needs_mount=True,
+    ),
+    Attack(
+        "mount-point-delete",
+        MOUNT,
+        ("ws/mnt |bind outside", "outside/victim.md: # Victim"),
+        (Delete("Victim", "mnt/victim.md"),),
+        "deleting through a bind mount of outside/",
+        protected=(),
+        keep=("outside/victim.md",),
+        operations=("read", "delete"),
+        needs_mount=True,
+    ),
+    Attack(
+        "hardlink",
+        HARDLINK,
+        ("ws/h.md ~> outside/secret.md",),
+        (read("h.md"), update("h.md")),
+        "a hard link inside to the outside file",
+        operations=("read", "write"),
+    ),
+    Attack(
+        "fifo-note",
+        SPECIAL,
+        ("ws/f.md |fifo",),
+        (read("f.md", feed_fifo="ws/f.md"),),
+        "a FIFO named like a note, fed by an outside process",
+    ),
+    Attack(
+        "socket-note",
+        SPECIAL,
+        ("ws/s.md |socket",),
+        (read("s.md"),),
+        "a unix socket named like a note",
+    ),
+    Attack(
+        "device-note",
+        SPECIAL,
+        ("ws/d.md |nulldev",),
+        (read("d.md", harm_if_ok=True),),
+        "a device node named like a note (serving it at all is the escape)",
+    ),
+    Attack(
+        "folder-named-md",
+        DIR_MD,
+        ("ws/x.md/", "ws/x.md/inner.md"),
+        (read("x.md"), update("x.md")),
+        "a folder whose name ends in .md",
+        operations=("read", "write"),
+    ),
+    Attack("long-name", LONG, _NOTE, (read("a" * 300 + ".md"),), "a 303-byte name (NAME_MAX 255)"),
+    Attack(
+        "deep-path",
+        LONG,
+        ("ws/" + "d/" * 40 + "x.md",),
+        (read("d/" * 40 + "x.md"),),
+        "41 components (the cap is 32); the file exists",
+    ),
+    Attack(
+        "unicode-lookalike",
+        LOOKALIKE,
+        _NOTE,
+        (read("a\uff0f..\uff0f..\uff0foutside\uff0fsecret.md"),),
+        "FULLWIDTH SOLIDUS, '/' after NFKC",
+    ),
+    Attack(
+        "unicode-nfd",
+        LOOKALIKE,
+        ("ws/caf\u00e9.md: # Cafe",),
+        (read("cafe\u0301.md"),),
+        "the NFD twin of an NFC name",
+    ),
+    Attack(
+        "case-variant",
+        LOOKALIKE,
+        _NOTE,
+        (read("NOTE.MD"),),
+        "another case of a note's name and suffix",
+    ),
+    Attack(
+        "replaced-note",
+        REPLACED,
+        ("ws/victim.md: # Victim",),
+        (
+            Delete(
+                "Victim",
+                "victim.md",
+                between=(
+                    rename("ws/victim.md", "outside/was-victim.md"),
+                    symlink("ws/victim.md", "../outside/secret.md"),
+                ),
+            ),
+        ),
+        "between the form and the answer the note becomes a symlink to outside",
+        keep=("outside/was-victim.md",),
+        operations=("read", "delete"),
+    ),
+    Attack(
+        "replaced-parent",
+        REPLACED,
+        ("ws/d/victim.md: # Victim",),
+        (
+            Delete(
+                "Victim",
+                "d/victim.md",
+                between=(rename("ws/d", "outside/d"), symlink("ws/d", "../outside/d")),
+            ),
+        ),
+        "between the form and the answer its folder moves outside (identity kept) and a "
+        "symlink takes its place",
+        protected=(),
+        keep=("outside/d/victim.md",),
+        operations=("read", "delete"),
+    ),
+    Attack(
+        "workspace-replaced",
+        WS_REPLACED,
+        _NOTE,
+        (
+            Mutate((rename("ws", "ws-orig"), symlink("ws", "outside"))),
+            read("secret.md"),
+            listing(""),
+        ),
+        "after start-up the workspace folder is moved and a symlink to outside takes its place",
+    ),
+    Attack(
+        "fd-leak-worker",
+        FD_LEAK,
+        ("ws/d/victim.md: # Victim",),
+        (
+            Delete(
+                "Victim",
+                "d/victim.md",
+                between=(rename("ws/d", "outside/d"), symlink("ws/d", "/proc/self/fd/{leakfd}")),
+            ),
+        ),
+        "the server holds the note's folder open (fd leaked to the worker); the folder moves "
+        "outside and /proc/self/fd/N takes its place",
+        protected=(),
+        keep=("outside/d/victim.md",),
+        operations=("read", "delete"),
+        leak="ws/d",
+    ),
+    Attack(
+        "client-roots",
+        ROOTS,
+        _NOTE,
+        (
+            Request(
+                "tools/call",
+                {
+                    "name": "notes_list",
+                    "arguments": {"workspaceUri": "{root_uri}/outside"},
+                    "inputResponses": {"roots": {"roots": [{"uri": "{root_uri}/outside"}]}},
+                },
+                capabilities=_ROOTS_CAPS,
+            ),
+            Request(
+                "tools/call",
+                {
+                    "name": "notes_read",
+                    "arguments": {"workspaceUri": "{root_uri}/outside", "id": "secret.md"},
+                },
+                capabilities=_ROOTS_CAPS,
+            ),
+        ),
+        "a client that declares roots and names a folder it was not granted",
+    ),
+)
+
+BY_NAME = {a.name: a for a in ATTACKS}

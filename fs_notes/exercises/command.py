@@ -1,0 +1,76 @@
+"""`fs-notes exercises [--json] [--race] [--short]`: run the matrix (and the race), print, judge.
+
+The arguments are declared in fs_notes/cli.py (so `fs-notes serve` never imports this package).
+
+Exit status: 0 when nothing escaped with every layer on, the matrix equals the documented one
+(`expected.py`, docs/design.md) and, with --race, the race saw no escape; 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .client import TargetFailed
+from .race import FULL_ATTEMPTS, SHORT_ATTEMPTS, RaceOptions, run_race
+from .report import judge, passed, race_text, to_json, to_text
+from .runner import COLUMNS, Matrix, Options, run_matrix
+
+
+def run(args: argparse.Namespace) -> tuple[Matrix, dict[str, Any] | None]:
+    matrix = run_matrix(Options(short=args.short))
+    race = None
+    if args.race:
+        attempts = args.race_attempts or (SHORT_ATTEMPTS if args.short else FULL_ATTEMPTS)
+        race = run_race(
+            RaceOptions(
+                attempts=attempts,
+                seconds=args.race_seconds,
+                control_seconds=1.0 if args.short else 3.0,
+            )
+        )
+    return matrix, race
+
+
+def exercises(args: argparse.Namespace) -> int:
+    try:
+        matrix, race = run(args)
+    except TargetFailed as exc:
+        print(f"fs-notes exercises: the server failed: {exc}")
+        return 1
+    verdict = judge(matrix)
+    if args.json:
+        print(json.dumps(to_json(matrix, verdict, race), indent=2, ensure_ascii=False))
+    else:
+        print(to_text(matrix, verdict, race))
+    return 0 if passed(verdict, race) else 1
+
+
+def summary(short: bool = True) -> tuple[bool, str]:
+    """One paragraph for the demo: whether the matrix passed, and what it showed."""
+    matrix = run_matrix(Options(short=short))
+    verdict = judge(matrix)
+    blocked: dict[str, int] = {}
+    for attack in matrix.attacks:
+        result = matrix.results[attack.name]["all"].result
+        blocked[result] = blocked.get(result, 0) + 1
+    counts = ", ".join(f"{k.removeprefix('blocked:')} {v}" for k, v in sorted(blocked.items()))
+    knocked = []
+    for column in COLUMNS[1:]:
+        hit = [a.name for a in matrix.attacks if matrix.results[a.name][column].result == "escaped"]
+        knocked.append(f"{column}: {len(hit)}" + (f" ({', '.join(hit)})" if hit else ""))
+    text = (
+        f"{len(matrix.attacks)} attacks x {len(COLUMNS)} configurations in "
+        f"{matrix.seconds:.1f} s. All layers: {verdict.escapes_with_all_layers} escapes "
+        f"(first refused by {counts}). One layer knocked out, escapes: {'; '.join(knocked)}. "
+        + (
+            "Matrix as documented."
+            if verdict.matches
+            else f"Matrix DIFFERENT from the documented one in {len(verdict.differences)} cells."
+        )
+    )
+    return passed(verdict, None), text
+
+
+__all__ = ["exercises", "race_text", "summary"]

@@ -1,0 +1,83 @@
+"""The documented knock-out matrix: what each attack must give in each configuration.
+
+This is the matrix docs/design.md shows (a test keeps the two equal), on a host like CI's: root,
+Landlock enforced (or chroot), openat2. `fs-notes exercises` exits 1 on any difference, and on
+any escape with every layer on. Codes: a layer name is "blocked:<layer>", ESCAPED is "escaped",
+n/a is "n/a" (nothing there for a layer to refuse; the run says why).
+
+Read a row as: which layer refused first with everything on ("all"), and whether the others
+still held when one layer was knocked out. A row with ESCAPED is an attack only one layer stops.
+"""
+
+from __future__ import annotations
+
+COLUMNS = ("all", "no-lexical", "no-filesystem", "no-os")
+
+P, L, F, OS, X, NA = "policy", "lexical", "filesystem", "os", "ESCAPED", "n/a"
+
+#: attack name -> (all, no-lexical, no-filesystem, no-os)
+EXPECTED: dict[str, tuple[str, str, str, str]] = {
+    "prefix-sibling": (P, P, P, P),
+    "dotdot-id": (L, F, L, L),
+    "dotdot-uri": (L, F, L, L),
+    "encoded-dotdot-uri": (L, F, L, L),
+    "double-encoded-uri": (L, NA, L, L),
+    "encoded-dotdot-id": (L, NA, L, L),
+    "encoded-slash-uri": (L, F, L, L),
+    "encoded-backslash-uri": (L, NA, L, L),
+    "backslash-id": (L, NA, L, L),
+    "nul-id": (L, F, L, L),
+    "nul-uri": (L, F, L, L),
+    "invalid-utf8-uri": (L, NA, L, L),
+    "uri-host": (L, P, L, L),
+    "uri-unc": (L, P, L, L),
+    "uri-relative": (L, P, L, L),
+    "uri-query": (L, NA, L, L),
+    "uri-fragment": (L, NA, L, L),
+    "absolute-id": (L, F, L, L),
+    "id-dot": (L, F, L, L),
+    "id-dotdot": (L, F, L, L),
+    "id-empty": (L, F, L, L),
+    "id-trailing-slash": (L, F, L, L),
+    "symlink-final": (F, F, OS, F),
+    "symlink-final-absolute": (F, F, OS, F),
+    "symlink-dir": (F, F, OS, F),
+    "symlink-dir-delete": (F, F, OS, F),
+    "dangling-symlink-create": (F, F, OS, F),
+    "symlink-chain": (F, F, OS, F),
+    "symlink-loop": (F, F, NA, F),
+    "swap-check-use": (F, F, OS, F),
+    "parent-renamed": (F, F, OS, F),
+    "magic-link-fd": (F, F, OS, F),
+    "magic-link-root": (F, F, OS, F),
+    "mount-point-read": (F, F, X, F),
+    "mount-point-delete": (F, F, X, F),
+    "hardlink": (F, F, X, F),
+    "fifo-note": (F, F, X, F),
+    "socket-note": (F, F, NA, F),
+    "device-note": (F, F, X, F),
+    "folder-named-md": (F, F, NA, F),
+    "long-name": (L, F, L, L),
+    "deep-path": (L, F, L, L),
+    "unicode-lookalike": (L, NA, L, L),
+    "unicode-nfd": (L, NA, L, L),
+    "case-variant": (L, NA, L, L),
+    "replaced-note": (F, F, NA, F),
+    "replaced-parent": (F, F, OS, F),
+    "workspace-replaced": (F, F, OS, F),
+    "fd-leak-worker": (F, F, OS, F),
+    "client-roots": (P, P, P, P),
+}
+
+
+def result_code(code: str) -> str:
+    """The JSON result value for a table code: "blocked:os", "escaped" or "n/a"."""
+    if code == X:
+        return "escaped"
+    if code == NA:
+        return "n/a"
+    return f"blocked:{code}"
+
+
+def expected_results(name: str) -> dict[str, str]:
+    return dict(zip(COLUMNS, (result_code(c) for c in EXPECTED[name]), strict=True))

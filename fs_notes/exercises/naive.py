@@ -1,0 +1,151 @@
+"""Stand-ins for a knocked-out layer: what a server without that layer would do (exercises only).
+
+- `NaiveRoot` replaces layer 2: the `NoteRoot` verbs done the way most file servers do them, on
+  path strings: join the workspace path and the id, then plain open/stat/unlink, following every
+  symlink, mount and magic link; "create, never overwrite" is a check-then-act (`exists`, then
+  open for writing). It is the pattern "validate the strings, use them later": the strings were
+  validated by layer 1, if it is on.
+- `naive_uri_parts` replaces the lexical URI parser for the no-lexical knock-out: urlsplit, one
+  percent-decoding, split on "/" (what a quick server does); `PERMISSIVE_IDS` accepts any id.
+
+Guarantees: none about containment, by design. What it does guarantee is that it is honest
+about refusals: every OSError it meets is recorded on the trace, as "os" for EACCES/EPERM (only
+Landlock refuses root) and as "kernel" otherwise, and it bounds its own work (a listing stops
+after `MAX_LISTED` entries or `MAX_DEPTH` folders deep, so a link to "/" cannot run away).
+Does not: exist in `serve`; only `fs_notes.exercises.target` builds one.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import urllib.parse
+from collections.abc import Iterator
+from typing import NoReturn
+
+from ..fs import FsError, Identity, NoteExists, NoteNotFound, TooLarge
+from ..fs.errors import error_for_errno
+from ..tools.context import IdRules
+from .trace import Trace
+
+MAX_LISTED = 2000
+MAX_DEPTH = 8
+
+
+def _accept(raw: str) -> str:
+    return raw
+
+
+PERMISSIVE_IDS = IdRules(note_id=_accept, folder=_accept)
+
+
+def naive_uri_parts(uri: str) -> tuple[str, ...]:
+    """The path components a quick server would take from a file URI: host, query and fragment
+    dropped, percent-escapes decoded once (invalid UTF-8 replaced), empty components skipped."""
+    path = urllib.parse.unquote(urllib.parse.urlsplit(uri).path)
+    return tuple(part for part in path.split("/") if part)
+
+
+class NaiveRoot:
+    """The `NoteRoot` verbs on path strings, with no containment at all."""
+
+    def __init__(self, path: str, trace: Trace) -> None:
+        self.path = path
+        self._trace = trace
+
+    def _join(self, relpath: str) -> str:
+        return os.path.join(self.path, relpath)  # an absolute relpath replaces the base
+
+    def _fail(self, exc: OSError, verb: str) -> NoReturn:
+        code = exc.errno or 0
+        layer = "os" if code in (errno.EACCES, errno.EPERM) else "kernel"
+        self._trace.record(layer, f"naive {verb}: {errno.errorcode.get(code, str(code))}")
+        raise error_for_errno(code) from exc
+
+    def read_note(self, relpath: str, *, max_bytes: int = 4 << 20) -> tuple[bytes, Identity]:
+        try:
+            with open(self._join(relpath), "rb") as f:
+                data = f.read(max_bytes + 1)
+                st = os.fstat(f.fileno())
+        except OSError as exc:
+            self._fail(exc, "open/read")
+        if len(data) > max_bytes:
+            raise TooLarge()
+        return data, Identity.of(st)
+
+    def stat_note(self, relpath: str) -> Identity:
+        try:
+            return Identity.of(os.stat(self._join(relpath)))
+        except OSError as exc:
+            self._fail(exc, "stat")
+
+    def create_note(self, relpath: str, data: bytes) -> Identity:
+        path = self._join(relpath)
+        if os.path.exists(path):
+            raise NoteExists()
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+            return Identity.of(os.stat(path))
+        except OSError as exc:
+            self._fail(exc, "create")
+
+    def update_note(
+        self, relpath: str, data: bytes, *, expected: Identity | None = None
+    ) -> Identity:
+        path = self._join(relpath)
+        if not os.path.exists(path):
+            raise NoteNotFound()
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+            return Identity.of(os.stat(path))
+        except OSError as exc:
+            self._fail(exc, "update")
+
+    def unlink_note(self, relpath: str, expected: Identity) -> None:
+        path = self._join(relpath)
+        try:
+            if Identity.of(os.stat(path)) != expected:
+                raise FsError("note changed")
+            os.unlink(path)
+        except OSError as exc:
+            self._fail(exc, "unlink")
+
+    def iter_notes(
+        self, folder: str = "", *, after: str | None = None
+    ) -> Iterator[tuple[str, os.stat_result]]:
+        found: list[tuple[str, os.stat_result]] = []
+        top = self._join(folder) if folder else self.path
+        pending = [(top, folder + "/" if folder else "", 0)]
+        seen = 0
+        while pending and seen < MAX_LISTED:
+            path, prefix, depth = pending.pop()
+            try:
+                names = sorted(os.listdir(path))
+            except OSError as exc:
+                if path == top:
+                    self._fail(exc, "listdir")
+                code = exc.errno or 0
+                layer = "os" if code in (errno.EACCES, errno.EPERM) else "kernel"
+                self._trace.record(layer, f"naive listdir: {errno.errorcode.get(code, str(code))}")
+                continue
+            for name in names:
+                seen += 1
+                if name.startswith(".") or seen > MAX_LISTED:
+                    continue
+                full = os.path.join(path, name)
+                if os.path.isdir(full):  # follows symlinks, crosses mounts
+                    if depth < MAX_DEPTH:
+                        pending.append((full, f"{prefix}{name}/", depth + 1))
+                elif name.endswith(".md") and os.path.isfile(full):
+                    try:
+                        found.append((prefix + name, os.stat(full)))
+                    except OSError:
+                        continue
+        found.sort(key=lambda item: item[0])
+        yield from (item for item in found if after is None or item[0] > after)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,178 @@
+"""Comparing a run with the documented matrix, and printing it (text table or the JSON of
+CONTRACT.md: ``{"attacks": [{"name", "results": {...}}], "escapes_with_all_layers": int}``).
+
+Guarantees: `differences` lists every cell that differs from `expected.EXPECTED`, except cells
+this host could not run (reported apart as `not_run_here`; under CI=true they count as
+differences, so CI fails rather than skips). `passed` is true only with zero escapes in the
+"all" column, no difference, and (when a race ran) zero race escapes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .catalogue import CLASSES
+from .expected import EXPECTED, expected_results
+from .runner import COLUMNS, Matrix
+
+SHORT = {"escaped": "ESCAPED", "n/a": "n/a"}
+
+
+@dataclass
+class Verdict:
+    escapes_with_all_layers: int
+    differences: list[dict[str, str]] = field(default_factory=list)
+    not_run_here: list[dict[str, str]] = field(default_factory=list)
+    single_layer: list[str] = field(default_factory=list)
+
+    @property
+    def matches(self) -> bool:
+        return not self.differences
+
+
+def judge(matrix: Matrix) -> Verdict:
+    strict = os.environ.get("CI", "").lower() == "true"
+    verdict = Verdict(
+        sum(matrix.results[a.name]["all"].result == "escaped" for a in matrix.attacks)
+    )
+    names = {a.name for a in matrix.attacks}
+    for name in sorted(set(EXPECTED) - names):
+        verdict.differences.append({"attack": name, "problem": "documented but not in the run"})
+    for attack in matrix.attacks:
+        row = matrix.results[attack.name]
+        if attack.name not in EXPECTED:
+            verdict.differences.append({"attack": attack.name, "problem": "not documented"})
+            continue
+        want = expected_results(attack.name)
+        escaped = [c for c in COLUMNS[1:] if row[c].result == "escaped"]
+        if len(escaped) == 1:
+            verdict.single_layer.append(attack.name)
+        for column in COLUMNS:
+            got = row[column]
+            if got.result == want[column]:
+                continue
+            cell = {
+                "attack": attack.name,
+                "configuration": column,
+                "expected": want[column],
+                "actual": got.result,
+                "detail": got.why or got.detail,
+            }
+            if got.host_limited and not strict:
+                verdict.not_run_here.append(cell)
+            else:
+                verdict.differences.append(cell)
+    return verdict
+
+
+def passed(verdict: Verdict, race: dict[str, Any] | None) -> bool:
+    race_ok = race is None or race.get("escapes") == 0
+    return verdict.escapes_with_all_layers == 0 and verdict.matches and race_ok
+
+
+def to_json(matrix: Matrix, verdict: Verdict, race: dict[str, Any] | None) -> dict[str, Any]:
+    attacks = []
+    for attack in matrix.attacks:
+        row = matrix.results[attack.name]
+        entry: dict[str, Any] = {
+            "name": attack.name,
+            "class": attack.kind,
+            "results": {c: row[c].result for c in COLUMNS},
+        }
+        why = {c: row[c].why for c in COLUMNS if row[c].result == "n/a" and row[c].why}
+        if why:
+            entry["why"] = why
+        entry["detail"] = {c: row[c].detail for c in COLUMNS if row[c].detail}
+        attacks.append(entry)
+    out: dict[str, Any] = {
+        "attacks": attacks,
+        "escapes_with_all_layers": verdict.escapes_with_all_layers,
+        "matches_documented": verdict.matches,
+        "differences": verdict.differences,
+        "not_run_here": verdict.not_run_here,
+        "single_layer": verdict.single_layer,
+        "configurations": matrix.configs,
+        "seconds": round(matrix.seconds, 2),
+        "notes": matrix.notes,
+        "passed": passed(verdict, race),
+    }
+    if race is not None:
+        out["race"] = race
+    return out
+
+
+def _cell(result: str) -> str:
+    return SHORT.get(result, result.removeprefix("blocked:"))
+
+
+def to_text(matrix: Matrix, verdict: Verdict, race: dict[str, Any] | None) -> str:
+    lines = [
+        f"fs-notes exercises: {len(matrix.attacks)} attacks x {len(COLUMNS)} configurations "
+        f"({matrix.seconds:.1f} s); {'; '.join(matrix.notes)}",
+        "each cell: the layer that refused the attack, ESCAPED, or n/a (nothing to refuse)",
+        "",
+        f"  {'attack':28}" + "".join(f"{c:15}" for c in COLUMNS),
+    ]
+    wrong = {(d["attack"], d.get("configuration")) for d in verdict.differences}
+    for kind in CLASSES:
+        members = [a for a in matrix.attacks if a.kind == kind]
+        if not members:
+            continue
+        lines.append(f"  [{kind}]")
+        for attack in members:
+            row = matrix.results[attack.name]
+            cells = []
+            for column in COLUMNS:
+                text = _cell(row[column].result)
+                cells.append(f"{text + ('!' if (attack.name, column) in wrong else ''):15}")
+            lines.append(f"  {attack.name:28}" + "".join(cells).rstrip())
+    lines.append("")
+    lines.append(f"escapes with all layers: {verdict.escapes_with_all_layers}")
+    if verdict.single_layer:
+        lines.append(
+            "stopped by one layer only (docs/design.md says why that is accepted): "
+            + ", ".join(verdict.single_layer)
+        )
+    for attack in matrix.attacks:
+        for column in COLUMNS:
+            got = matrix.results[attack.name][column]
+            if got.result == "n/a":
+                lines.append(f"  n/a {attack.name} [{column}]: {got.why}")
+    for cell in verdict.not_run_here:
+        lines.append(f"not run on this host: {cell['attack']} [{cell['configuration']}]")
+    if verdict.differences:
+        lines.append(f"DIFFERENT from the documented matrix ({len(verdict.differences)}):")
+        for d in verdict.differences:
+            if "problem" in d:
+                lines.append(f"  {d['attack']}: {d['problem']}")
+            else:
+                lines.append(
+                    f"  {d['attack']} [{d['configuration']}]: expected {d['expected']}, "
+                    f"got {d['actual']} ({d['detail']})"
+                )
+    else:
+        lines.append("matrix: as documented in docs/design.md")
+    if race is not None:
+        lines.append("")
+        lines.append(race_text(race))
+    lines.append("")
+    lines.append("PASSED" if passed(verdict, race) else "FAILED")
+    return "\n".join(lines)
+
+
+def race_text(race: dict[str, Any]) -> str:
+    ops = ", ".join(
+        f"{kind} {c['attempts']} ({c['refused']} refused)"
+        for kind, c in race["by_operation"].items()
+    )
+    control = race["control"]
+    return (
+        f"race (all layers, {race['attackers']} attacker processes swapping with "
+        f"renameat2(RENAME_EXCHANGE), {race['swaps']} swaps): {race['attempts']} attempts "
+        f"({ops}) in {race['seconds']:.1f} s, {race['refusals']} refused, "
+        f"{race['escapes']} escapes\n"
+        f"race control (validate-then-use, same attackers, in-process): {control['attempts']} "
+        f"attempts, {control['escapes']} escapes (the harness can see an escape)"
+    )

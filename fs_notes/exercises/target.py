@@ -1,0 +1,189 @@
+"""The knock-out target: the real server with exactly one containment layer replaced (hidden).
+
+    python -m fs_notes.exercises.target --knockout {none,lexical,filesystem,os} --policy FILE
+        --state DIR [--leak-fd DIR] [--bind SRC:DST ...]
+
+It builds the server the way `fs-notes serve --policy FILE` does (the same policy, root handles,
+self-confinement, OS layer, tools and dispatcher, via `serve.build_server`) and serves it over
+stdio, with these differences and no others:
+
+- `--knockout lexical`: note ids and folders reach the filesystem layer unchecked, and URIs are
+  parsed naively (`naive.naive_uri_parts`); authorization still decides which workspace.
+- `--knockout filesystem`: `naive.NaiveRoot` instead of `fs.WorkspaceRoot` (path strings, plain
+  open/unlink), and deletion by the confined worker's raw unlink (`rawdelete.RawDeleters`);
+  writes happen in this (still self-confined) process, the write worker having no raw mode.
+- `--knockout os`: no self-confinement and no workers: writes and deletions in-process.
+- Every response carries the refusal trace of its request (`trace.TRACE_KEY`).
+- `--leak-fd DIR` (repeatable) keeps DIR open as an inheritable fd `LEAK_FD` (+1, ...): a leak to
+  exploit, also handed to the raw delete workers, which must close it.
+- `--bind SRC:DST` bind-mounts SRC on DST in a private mount namespace (the mount-point attack).
+
+Guarantees: none of this is reachable from `fs-notes serve` or the `fs-notes` command line: the
+switch lives only in this module, which only the exercises and the tests start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from ..cli import ConfigError
+from ..policy import PolicyError, load_policy
+from ..serve import build_server, open_confirm_parts, open_roots
+from ..tools.context import NoteRoot
+from ..tools.delete import NoteDeleter
+from ..tools.write_tools import NoteWriter
+from .naive import PERMISSIVE_IDS, NaiveRoot
+from .trace import Trace
+from .tracing import (
+    TracingDeleter,
+    TracingDispatcher,
+    TracingPolicy,
+    TracingRoot,
+    TracingWriter,
+    traced_ids,
+)
+
+KNOCKOUTS = ("none", "lexical", "filesystem", "os")
+LEAK_FD = 100
+log = logging.getLogger("fs_notes.exercises.target")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fs_notes.exercises.target")
+    p.add_argument("--knockout", choices=KNOCKOUTS, required=True)
+    p.add_argument("--policy", required=True)
+    p.add_argument("--state", required=True, help="folder for the replay database and audit log")
+    p.add_argument("--leak-fd", action="append", default=[], metavar="DIR")
+    p.add_argument("--bind", action="append", default=[], metavar="SRC:DST")
+    p.add_argument("--log-level", default="warning")
+    return p
+
+
+def _leak(paths: Sequence[str]) -> tuple[int, ...]:
+    """Hold each folder open as an inheritable fd LEAK_FD, LEAK_FD + 1, ..."""
+    fds = []
+    for i, path in enumerate(paths):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        os.dup2(fd, LEAK_FD + i, inheritable=True)
+        os.close(fd)
+        fds.append(LEAK_FD + i)
+    return tuple(fds)
+
+
+def _confine_self(knockout: str, policy_path: str, replay_db: str) -> bool:
+    if knockout == "os":
+        return False
+    from ..selfconfine import SelfConfinementFailed, confine_server
+
+    try:
+        done = confine_server(load_policy(policy_path), replay_db=replay_db)
+    except SelfConfinementFailed as exc:
+        raise ConfigError(f"self-confinement failed: {exc}") from None
+    return done.enforced
+
+
+def run(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+        format="fs-notes target %(levelname)s %(name)s: %(message)s",
+    )
+    binds = [(src, dst) for src, _, dst in (b.partition(":") for b in args.bind)]
+    if binds:
+        from .mountns import enter_private_binds
+
+        enter_private_binds(binds)
+    leaked = _leak(args.leak_fd)
+    try:
+        policy = load_policy(args.policy)
+        principal = policy.local_principal()
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from None
+    state = argparse.Namespace(
+        state_key_file=None,
+        replay_db=os.path.join(args.state, "replay.db"),
+        audit_log=os.path.join(args.state, "audit.jsonl"),
+    )
+    confirm = open_confirm_parts(state)
+    knockout: str = args.knockout
+    trace = Trace()
+    real = open_roots(policy) if knockout != "filesystem" else {}
+    self_confined = _confine_self(knockout, args.policy, confirm.replay.path)
+    roots: dict[str, NoteRoot] = {}
+    for ws in policy.workspaces:
+        if knockout == "filesystem":
+            roots[ws.name] = NaiveRoot(ws.path, trace)
+        else:
+            roots[ws.name] = TracingRoot(real[ws.name], ws.path, trace)
+    closers = []
+    deleter: NoteDeleter | None = None
+    writer: NoteWriter | None = None
+    if knockout in ("none", "lexical"):
+        from ..tools.confined import ConfinedDeleters, ConfinedWriters, OsLayer
+
+        layer = OsLayer(policy, allow_unconfined=False, self_confined=self_confined)
+        closers.append(layer.close)
+        deleter = TracingDeleter(ConfinedDeleters(layer), trace)
+        writer = TracingWriter(ConfinedWriters(layer), trace)
+    elif knockout == "filesystem":
+        from .rawdelete import RawDeleters
+
+        raw = RawDeleters(
+            policy,
+            self_confined=self_confined,
+            leak_fds=leaked,
+        )
+        closers.append(raw.close)
+        deleter = TracingDeleter(raw, trace)
+    dispatcher, _env = build_server(
+        TracingPolicy.wrap(policy, trace, naive_uris=knockout == "lexical"),
+        roots,
+        confirm,
+        deleter=deleter,
+        writer=writer,
+        ids=PERMISSIVE_IDS if knockout == "lexical" else traced_ids(trace),
+    )
+    config = {
+        "knockout": knockout,
+        "selfConfined": self_confined,
+        "uris": "naive" if knockout == "lexical" else "lexical",
+        "ids": "permissive" if knockout == "lexical" else "lexical",
+        "roots": "NaiveRoot" if knockout == "filesystem" else "WorkspaceRoot",
+        "deleter": {"none": "ConfinedDeleters", "lexical": "ConfinedDeleters"}.get(
+            knockout, "RawDeleters" if knockout == "filesystem" else "DirectDeleter"
+        ),
+        "writer": "ConfinedWriters" if knockout in ("none", "lexical") else "DirectWriter",
+        "leakedFds": list(leaked),
+    }
+    log.warning("knock-out target: %s", config)
+    from ..transport import stdio
+
+    try:
+        out = stdio.claim_stdout()
+        asyncio.run(stdio.serve(TracingDispatcher(dispatcher, trace, config), principal, out))
+    finally:
+        for close in closers:
+            close()
+        for root in real.values():
+            root.close()
+        confirm.replay.close()
+        confirm.audit.close()
+    return 0
+
+
+def main() -> int:
+    try:
+        return run(sys.argv[1:])
+    except ConfigError as exc:
+        print(f"fs-notes target: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""Thin wrappers that report which layer refused a request (the knock-out target only).
+
+Each wrapper calls the real component unchanged and records, on the request's `Trace`, the
+refusals that pass through it: `TracingPolicy` (authorization, and the lexical URI parser it
+uses), `traced_ids` (the lexical note-id and folder checks), `TracingRoot` (the filesystem
+layer; it also reports entries a listing left out, and a workspace path that no longer names the
+folder the root fd holds), `TracingDeleter` / `TracingWriter` (the OS layer's workers, and the
+filesystem layer inside them), and `TracingDispatcher`, which attaches the events of each request
+to its response under `TRACE_KEY`.
+
+Guarantees: a wrapper never changes a decision: every result and exception of the wrapped call
+is passed on as it was. The extra checks only look (lstat, statx, fstat) and only through the
+real root's own handles. With `naive_uris=True`, `TracingPolicy` parses URIs like a quick server
+(`naive.naive_uri_parts`) and still authorizes by exact workspace components: that is the
+no-lexical knock-out, where authorization stays on.
+Does not: exist in `serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..fs import FsError, Identity, WorkspaceRoot
+from ..fs.mounts import mount_id, mount_id_at
+from ..lexical import LexicalError
+from ..policy import AccessDenied, Operation, Policy, Principal, Workspace, WorkspaceGrant
+from ..protocol.dispatch import Dispatcher
+from ..protocol.dispatch import Principal as CallPrincipal
+from ..protocol.envelope import Notification, Request, result_response
+from ..tools.context import IdRules, strict_folder, strict_note_id
+from ..tools.delete import NoteDeleter
+from ..tools.write_tools import NoteWriter
+from .naive import naive_uri_parts
+from .trace import TRACE_KEY, Trace, record_fs
+
+MAX_SKIPPED_SHOWN = 5
+CONFIG_METHOD = "x-fs-notes-exercise/config"
+MAX_SCANNED = 4000
+
+
+class TracingPolicy(Policy):
+    """The real policy object (same principals, workspaces, grants), recording its refusals."""
+
+    _trace: Trace
+    _naive: bool
+
+    @classmethod
+    def wrap(cls, policy: Policy, trace: Trace, *, naive_uris: bool) -> TracingPolicy:
+        wrapped = cls.__new__(cls)
+        wrapped.__dict__.update(policy.__dict__)
+        wrapped._trace = trace
+        wrapped._naive = naive_uris
+        return wrapped
+
+    def authorize(self, principal: Principal, workspace_uri: str, op: Operation) -> WorkspaceGrant:
+        try:
+            if self._naive:
+                return self._grant(principal, self._by_root.get(naive_uri_parts(workspace_uri)), op)
+            return super().authorize(principal, workspace_uri, op)
+        except LexicalError as exc:
+            self._trace.record("lexical", f"workspace URI refused ({exc.rule})")
+            raise
+        except AccessDenied as exc:
+            self._trace.record("policy", f"not authorized: {exc}")
+            raise
+
+    def locate(self, principal: Principal, uri: str, op: Operation) -> tuple[WorkspaceGrant, str]:
+        try:
+            if self._naive:
+                return self._naive_locate(principal, uri, op)
+            return super().locate(principal, uri, op)
+        except LexicalError as exc:
+            self._trace.record("lexical", f"note URI refused ({exc.rule})")
+            raise
+        except AccessDenied as exc:
+            self._trace.record("policy", f"not authorized: {exc}")
+            raise
+
+    def _naive_locate(
+        self, principal: Principal, uri: str, op: Operation
+    ) -> tuple[WorkspaceGrant, str]:
+        parts = naive_uri_parts(uri)
+        best: Workspace | None = None
+        for ws in self.workspaces:
+            n = len(ws.root.parts)
+            if parts[:n] == ws.root.parts and (best is None or n > len(best.root.parts)):
+                best = ws
+        grant = self._grant(principal, best, op)
+        return grant, "/".join(parts[len(grant.workspace.root.parts) :])
+
+
+def traced_ids(trace: Trace) -> IdRules:
+    """The lexical layer's id rules, recording each refusal."""
+
+    def check(fn: Callable[[str], str], what: str) -> Callable[[str], str]:
+        def run(raw: str) -> str:
+            try:
+                return fn(raw)
+            except LexicalError as exc:
+                trace.record("lexical", f"{what} refused ({exc.rule})")
+                raise
+
+        return run
+
+    return IdRules(note_id=check(strict_note_id, "note id"), folder=check(strict_folder, "folder"))
+
+
+class TracingRoot:
+    """A real `WorkspaceRoot` whose refusals (and silent omissions) are recorded."""
+
+    def __init__(self, root: WorkspaceRoot, path: str, trace: Trace) -> None:
+        self._root = root
+        self._path = path
+        self._trace = trace
+
+    def _check_anchor(self) -> None:
+        held = os.fstat(self._root.fd)
+        try:
+            now = os.stat(self._path)
+            same = (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+        except OSError:
+            same = False
+        if not same:
+            self._trace.record(
+                "filesystem",
+                "the workspace path names another folder now; the root fd still holds the "
+                "folder opened at start-up",
+            )
+
+    def _call(self, verb: str, fn: Callable[[], Any]) -> Any:
+        self._check_anchor()
+        try:
+            return fn()
+        except FsError as exc:
+            record_fs(self._trace, exc, verb)
+            raise
+
+    def read_note(self, relpath: str, *, max_bytes: int = 4 << 20) -> tuple[bytes, Identity]:
+        result: tuple[bytes, Identity] = self._call(
+            "read", lambda: self._root.read_note(relpath, max_bytes=max_bytes)
+        )
+        return result
+
+    def stat_note(self, relpath: str) -> Identity:
+        result: Identity = self._call("stat", lambda: self._root.stat_note(relpath))
+        return result
+
+    def create_note(self, relpath: str, data: bytes) -> Identity:
+        result: Identity = self._call("create", lambda: self._root.create_note(relpath, data))
+        return result
+
+    def update_note(
+        self, relpath: str, data: bytes, *, expected: Identity | None = None
+    ) -> Identity:
+        result: Identity = self._call(
+            "update", lambda: self._root.update_note(relpath, data, expected=expected)
+        )
+        return result
+
+    def unlink_note(self, relpath: str, expected: Identity) -> None:
+        self._call("unlink", lambda: self._root.unlink_note(relpath, expected))
+
+    def iter_notes(
+        self, folder: str = "", *, after: str | None = None
+    ) -> Iterator[tuple[str, os.stat_result]]:
+        self._check_anchor()
+        left_out = self._left_out(folder)
+        if left_out:
+            shown = ", ".join(left_out[:MAX_SKIPPED_SHOWN])
+            self._trace.record("filesystem", f"the listing left out {shown}")
+        try:
+            yield from self._root.iter_notes(folder, after=after)
+        except FsError as exc:
+            record_fs(self._trace, exc, "list")
+            raise
+
+    def _left_out(self, folder: str) -> list[str]:
+        """Entries beneath `folder` that are not notes for the filesystem layer but would be for
+        a naive listing: symlinks, other mounts, hard-linked or special *.md files."""
+        out: list[str] = []
+        pending = [folder]
+        scanned = 0
+        while pending and scanned < MAX_SCANNED:
+            rel = pending.pop()
+            try:
+                fd = self._root.open_dir(rel)
+            except FsError:
+                continue
+            try:
+                here = mount_id(fd)
+                for name in sorted(os.listdir(fd)):
+                    scanned += 1
+                    if name.startswith("."):
+                        continue
+                    child = f"{rel}/{name}" if rel else name
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    if stat.S_ISLNK(st.st_mode):
+                        out.append(f"symlink {child}")
+                    elif stat.S_ISDIR(st.st_mode):
+                        if mount_id_at(fd, name) != here:
+                            out.append(f"mount point {child}")
+                        elif child.count("/") < 31:
+                            pending.append(child)
+                    elif name.endswith(".md") and not stat.S_ISREG(st.st_mode):
+                        out.append(f"special file {child}")
+                    elif name.endswith(".md") and st.st_nlink > 1:
+                        out.append(f"hard link {child}")
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+        return out
+
+    def close(self) -> None:
+        self._root.close()
+
+
+def _record_worker(trace: Trace, exc: FsError, verb: str) -> None:
+    from ..tools.confined import OsLayerFailed
+
+    if isinstance(exc, OsLayerFailed):
+        trace.record("os", f"{verb}: {exc}")
+    else:
+        record_fs(trace, exc, verb)
+
+
+class TracingDeleter:
+    """A `NoteDeleter` (confined worker, or in-process) whose refusals are recorded."""
+
+    def __init__(self, inner: NoteDeleter, trace: Trace) -> None:
+        self._inner = inner
+        self._trace = trace
+
+    def unavailable(self, workspace: str) -> str | None:
+        reason = self._inner.unavailable(workspace)
+        if reason is not None:
+            self._trace.record("os", f"deletion refused: {reason}")
+        return reason
+
+    def delete(self, workspace: str, relpath: str, expected: Identity) -> None:
+        try:
+            self._inner.delete(workspace, relpath, expected)
+        except FsError as exc:
+            _record_worker(self._trace, exc, "delete")
+            raise
+
+
+class TracingWriter:
+    """A `NoteWriter` (confined worker) whose refusals are recorded."""
+
+    def __init__(self, inner: NoteWriter, trace: Trace) -> None:
+        self._inner = inner
+        self._trace = trace
+
+    def unavailable(self, workspace: str) -> str | None:
+        reason = self._inner.unavailable(workspace)
+        if reason is not None:
+            self._trace.record("os", f"writing refused: {reason}")
+        return reason
+
+    def create(self, workspace: str, relpath: str, data: bytes) -> Identity:
+        try:
+            return self._inner.create(workspace, relpath, data)
+        except FsError as exc:
+            _record_worker(self._trace, exc, "create")
+            raise
+
+    def update(self, workspace: str, relpath: str, data: bytes) -> Identity:
+        try:
+            return self._inner.update(workspace, relpath, data)
+        except FsError as exc:
+            _record_worker(self._trace, exc, "update")
+            raise
+
+
+class TracingDispatcher(Dispatcher):
+    """The real dispatcher; each response carries the refusal events of its request, and the
+    private method `CONFIG_METHOD` answers what was knocked out (so a run can prove it)."""
+
+    def __init__(self, inner: Dispatcher, trace: Trace, config: dict[str, Any]) -> None:
+        super().__init__({})
+        self._inner = inner
+        self._trace = trace
+        self._config = config
+
+    def handle(
+        self, msg: Request | Notification, principal: CallPrincipal, transport: str
+    ) -> dict[str, Any] | None:
+        if isinstance(msg, Request) and msg.method == CONFIG_METHOD:
+            return result_response(msg.id, dict(self._config))
+        with self._trace.collect() as events:
+            response = self._inner.handle(msg, principal, transport)
+        if response is None:
+            return None
+        return {**response, TRACE_KEY: [e.to_json() for e in events]}
+
+    async def handle_async(
+        self, msg: Request | Notification, principal: CallPrincipal, transport: str
+    ) -> dict[str, Any] | None:
+        if isinstance(msg, Request):
+            method = self._inner.method(msg.method)
+            if method is not None and method.blocking:
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(None, self.handle, msg, principal, transport)
+        return self.handle(msg, principal, transport)

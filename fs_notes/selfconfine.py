@@ -1,0 +1,389 @@
+"""Self-confinement of the server process: its own Landlock domain, applied once at start-up.
+
+Guarantees, when `confine_server` returns a report with `enforced=True`:
+- The server process and everything it starts later (threads, workers) is in a Landlock domain
+  that handles every filesystem right of the running ABI and allows only: beneath each workspace,
+  the rights its policy grants (listing always; reading for read/delete; the write worker's
+  rights for write; the delete worker's for delete: a worker's own domain is nested in this
+  one, so it can never hold more); reading the Python installation, the top-level packages the
+  server was loaded from, the folders of the shared libraries already mapped, and /proc; reading
+  and executing the interpreter binary and its ELF loader (to start workers); /dev/null; the
+  replay database's folder (SQLite creates and removes its -wal/-shm files there); with --http,
+  binding the one TCP port it serves and reading the name-service files; with --port-file, writing
+  in that file's folder. TCP connect is denied, and so is bind on any other port (ABI >= 4);
+  signals and abstract unix sockets cannot leave the domain (ABI >= 6).
+- It is applied while the process has exactly one thread (checked via /proc/self/task), so no
+  thread escapes it: up to ABI 7 Landlock binds only the calling thread and the threads it starts
+  later (this kernel refuses the thread-sync flag of newer ones; see sandbox/confine.py).
+- It is proven, not assumed: listing "/" works just before and must fail with EACCES just after,
+  and the server's own package must still be readable; otherwise `SelfConfinementFailed`.
+- Any failure on a host whose kernel has Landlock raises `SelfConfinementFailed`; `serve` then
+  refuses to start (the operator can pass --no-self-confine). A kernel without Landlock (or the
+  test switch FS_NOTES_HIDE_LANDLOCK=1) gives `enforced=False` with the reason.
+
+Does not (docs/self-confinement.md has the reasoning):
+- Restrict files that were open before it (workspace roots, the replay database's connection,
+  the audit log, stdin/stdout/stderr): Landlock checks at open time. The key file is read once
+  before confinement and is deliberately *not* readable afterwards.
+- Keep secrets readable by the server from it: the Python tree, /proc (where magic links such as
+  /proc/self/root resolve to their real targets, which Landlock then checks), and everything the
+  policy grants. It bounds what a compromised server can reach, not what it can leak from there.
+- Protect the workspaces themselves, or the replay folder, from the server: it holds every right
+  its workers need there. Put --replay-db in a folder of its own (the default is).
+- Restrict UDP, ptrace of processes in the same domain, or anything else Landlock does not know.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import struct
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox import landlock_abi as ll
+from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
+from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
+from sandbox.process import CAP_NET_BIND_SERVICE, CAP_SETPCAP
+
+from .policy import Policy
+
+log = logging.getLogger("fs_notes.selfconfine")
+
+READ = ll.ACCESS_FS_READ_FILE | ll.ACCESS_FS_READ_DIR
+LIST = ll.ACCESS_FS_READ_DIR
+#: What SQLite needs in the replay database's folder (WAL and shared-memory files come and go).
+SQLITE_DIR = (
+    ll.ACCESS_FS_READ_FILE
+    | ll.ACCESS_FS_READ_DIR
+    | ll.ACCESS_FS_WRITE_FILE
+    | ll.ACCESS_FS_MAKE_REG
+    | ll.ACCESS_FS_REMOVE_FILE
+    | ll.ACCESS_FS_TRUNCATE
+)
+#: Writing a file atomically (temp file + rename) in a folder: the hidden --port-file option.
+PORT_FILE_DIR = (
+    ll.ACCESS_FS_WRITE_FILE
+    | ll.ACCESS_FS_MAKE_REG
+    | ll.ACCESS_FS_REMOVE_FILE
+    | ll.ACCESS_FS_TRUNCATE
+)
+#: Files the C library reads to resolve a host name (--http localhost).
+NAME_SERVICE_FILES = (
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/resolv.conf",
+)
+#: Capabilities a server started as root keeps (and its workers inherit, in the bounding set):
+#: what the workers need for notes owned by other users, and CAP_SETPCAP so that each worker
+#: can shed what its kind does not need (it grants nothing beyond the bounding set). Everything
+#: else, e.g. CAP_SYS_MODULE or CAP_SYS_RAWIO, which reach past Landlock, is dropped
+#: (CAP_NET_BIND_SERVICE stays only for an HTTP port below 1024).
+SERVER_CAPABILITIES = KEPT_CAPABILITIES | WRITE_EXTRA_CAPABILITIES | {CAP_SETPCAP}
+SYSTEM_LIBRARY_FOLDERS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
+#: The server's own top-level packages (the worker imports both).
+OWN_PACKAGES = ("fs_notes", "sandbox")
+_PT_INTERP = 3
+
+
+class SelfConfinementFailed(Exception):
+    """Landlock exists here but the server could not (or did not provably) confine itself."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One Landlock rule: `rights` beneath `path` (a folder) or on it (a file)."""
+
+    path: str
+    rights: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    grants: tuple[Grant, ...]
+    bind_ports: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class SelfConfinement:
+    """What `confine_server` did."""
+
+    enforced: bool
+    abi: int | None = None
+    reason: str | None = None  # why not enforced
+    grants: tuple[Grant, ...] = field(default=())
+    bind_ports: tuple[int, ...] = ()
+    effective_caps: int | None = None  # what was left of the capabilities
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "enforced": self.enforced,
+            "abi": self.abi,
+            "reason": self.reason,
+            "rules": [
+                {"path": g.path, "rights": ll.describe_fs(g.rights), "why": g.why}
+                for g in self.grants
+            ],
+            "bind_ports": list(self.bind_ports),
+            "effective_caps": self.effective_caps,
+        }
+
+
+# -- the plan ------------------------------------------------------------------------------
+
+
+def workspace_rights(operations: Iterable[str]) -> int:
+    """What the server's domain allows beneath a workspace whose grants hold `operations`."""
+    ops = set(operations)
+    rights = LIST  # the filesystem layer opens folders O_DIRECTORY to resolve and list
+    if ops & {"read", "delete"}:  # delete reads titles to find its candidates
+        rights |= ll.ACCESS_FS_READ_FILE
+    if "write" in ops:
+        rights |= WRITE_RIGHTS
+    if "delete" in ops:
+        rights |= DELETE_RIGHTS
+    return rights
+
+
+def _operations(policy: Policy) -> dict[str, set[str]]:
+    ops: dict[str, set[str]] = {ws.name: set() for ws in policy.workspaces}
+    for principal in policy.principals:
+        for grant in policy.grants_for(principal):
+            ops[grant.workspace.name] |= set(grant.operations)
+    return ops
+
+
+def _beneath(path: str, roots: Iterable[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _python_grants() -> list[Grant]:
+    """The interpreter's installation, and the top-level modules loaded from elsewhere."""
+    prefixes = sorted(
+        {
+            os.path.realpath(p)
+            for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
+        }
+    )
+    grants = [Grant(p, READ, "Python installation") for p in prefixes]
+    wanted: dict[str, object] = {name: sys.modules.get(name) for name in OWN_PACKAGES}
+    for name, loaded in list(sys.modules.items()):
+        if "." not in name and name not in wanted:
+            wanted[name] = loaded
+    for name, module in wanted.items():
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str) or _beneath(file, prefixes):
+            continue
+        real = os.path.realpath(file)
+        if _beneath(real, prefixes):
+            continue
+        if getattr(module, "__path__", None) is not None:  # a package: its whole folder
+            folder = os.path.dirname(real)
+            grants.append(Grant(folder, READ, f"package {name}"))
+        else:
+            folder = real
+            grants.append(Grant(real, ll.ACCESS_FS_READ_FILE, f"module {name}"))
+        # The import system lists the folder on sys.path that holds it (names only).
+        grants.append(Grant(os.path.dirname(folder), LIST, f"import path of {name}"))
+    return grants
+
+
+def _mapped_library_folders() -> set[str]:
+    """Folders of the files mapped into this process (shared libraries a later import needs).
+
+    /proc/self/maps names each file by its resolved path (the kernel prints the dentry's path),
+    so no realpath is needed; a deleted file's " (deleted)" entry is skipped."""
+    paths = set()
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            parts = line.rstrip("\n").split(None, 5)
+            if len(parts) == 6 and parts[5].startswith("/") and not parts[5].endswith(")"):
+                paths.add(parts[5])
+    return {os.path.dirname(p) for p in paths}
+
+
+def elf_interpreter(path: str) -> str | None:
+    """The PT_INTERP of an ELF executable (its dynamic loader), or None."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2):
+            return None
+        end = "<" if head[5] == 1 else ">"
+        if head[4] == 2:  # 64-bit: p_type p_flags p_offset p_vaddr p_paddr p_filesz
+            (phoff,) = struct.unpack_from(end + "Q", head, 32)
+            phentsize, phnum = struct.unpack_from(end + "HH", head, 54)
+            entry, at_offset, at_size = struct.Struct(end + "IIQQQQ"), 2, 5
+        else:  # 32-bit: p_type p_offset p_vaddr p_paddr p_filesz
+            (phoff,) = struct.unpack_from(end + "I", head, 28)
+            phentsize, phnum = struct.unpack_from(end + "HH", head, 42)
+            entry, at_offset, at_size = struct.Struct(end + "IIIII"), 1, 4
+        for i in range(min(phnum, 256)):
+            f.seek(phoff + i * phentsize)
+            raw = f.read(entry.size)
+            if len(raw) < entry.size:
+                return None
+            fields = entry.unpack(raw)
+            if fields[0] == _PT_INTERP:
+                f.seek(fields[at_offset])
+                name = f.read(min(fields[at_size], 4096)).split(b"\0", 1)[0]
+                return name.decode("utf-8", "replace") or None
+    return None
+
+
+def _runtime_grants(*, http: bool, covered: list[str]) -> list[Grant]:
+    exe = os.path.realpath(sys.executable)
+    grants = [Grant(exe, ll.ACCESS_FS_READ_FILE | ll.ACCESS_FS_EXECUTE, "interpreter (workers)")]
+    interp = elf_interpreter(exe)
+    if interp is not None:
+        grants.append(
+            Grant(
+                os.path.realpath(interp),
+                ll.ACCESS_FS_READ_FILE | ll.ACCESS_FS_EXECUTE,
+                "ELF loader of the interpreter",
+            )
+        )
+    folders = _mapped_library_folders()
+    # The loader's default folders too, for a C extension imported later whose library is not
+    # mapped yet (code only: kernel modules there need CAP_SYS_MODULE, which is dropped).
+    folders |= {os.path.realpath(d) for d in SYSTEM_LIBRARY_FOLDERS if os.path.isdir(d)}
+    for d in sorted(folders):
+        if not _beneath(d, covered):
+            grants.append(Grant(d, READ, "shared libraries"))
+            covered = [*covered, d]  # sorted: a folder comes before what lies beneath it
+    grants.append(Grant("/proc", READ, "/proc (psutil, /proc/self/fd, boot id)"))
+    grants.append(Grant(os.devnull, ll.ACCESS_FS_READ_FILE | ll.ACCESS_FS_WRITE_FILE, "/dev/null"))
+    optional = ["/etc/ld.so.cache", "/etc/localtime"]
+    if http:
+        optional += NAME_SERVICE_FILES
+    for path in optional:
+        if os.path.isfile(path):
+            grants.append(Grant(os.path.realpath(path), ll.ACCESS_FS_READ_FILE, path))
+    return grants
+
+
+def build_plan(
+    policy: Policy,
+    *,
+    replay_db: str | None,
+    http_port: int | None = None,
+    port_file: str | None = None,
+) -> Plan:
+    """The rules the server's domain would hold for this policy and these options."""
+    grants: list[Grant] = []
+    ops = _operations(policy)
+    for ws in policy.workspaces:
+        grants.append(Grant(ws.path, workspace_rights(ops[ws.name]), f"workspace {ws.name}"))
+    python = _python_grants()
+    grants += python
+    covered = [g.path for g in python if g.rights & READ == READ]
+    grants += _runtime_grants(http=http_port is not None, covered=covered)
+    if replay_db is not None and replay_db != ":memory:":
+        folder = os.path.dirname(os.path.realpath(replay_db))
+        grants.append(Grant(folder, SQLITE_DIR, "replay database folder"))
+    if port_file is not None:
+        folder = os.path.dirname(os.path.realpath(port_file))
+        grants.append(Grant(folder, PORT_FILE_DIR, "--port-file folder"))
+    merged: dict[str, Grant] = {}
+    for g in grants:
+        if g.path == "/" or not os.path.isabs(g.path):
+            raise SelfConfinementFailed(f"{g.why}: refusing a rule on {g.path!r}")
+        old = merged.get(g.path)
+        merged[g.path] = g if old is None else Grant(g.path, old.rights | g.rights, old.why)
+    ports = (http_port,) if http_port is not None else ()
+    return Plan(tuple(merged.values()), ports)
+
+
+# -- applying it ---------------------------------------------------------------------------
+
+
+def _open_rules(plan: Plan) -> list[tuple[int, int]]:
+    rules: list[tuple[int, int]] = []
+    try:
+        for g in plan.grants:
+            # Rules go on fds we open ourselves, never following a symlink in the last component
+            # (the paths are already resolved); a missing path is an error, not a skipped rule.
+            fd = os.open(g.path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+            rules.append((fd, g.rights))
+    except OSError as exc:
+        for fd, _ in rules:
+            os.close(fd)
+        raise SelfConfinementFailed(f"cannot open {g.path} ({g.why}): {exc.strerror}") from None
+    return rules
+
+
+def _can_list(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except PermissionError:
+        return False
+    os.close(fd)
+    return True
+
+
+def apply(plan: Plan) -> SelfConfinement:
+    """Confine this process to `plan`, irreversibly, and prove it took effect."""
+    import threading
+
+    from sandbox.confine import confine
+    from sandbox.errors import ConfinementError
+    from sandbox.process import limit_capabilities, thread_count
+
+    own = os.path.dirname(os.path.realpath(__file__))
+    if threading.active_count() != 1 or thread_count() != 1:
+        raise SelfConfinementFailed(
+            "refusing to confine a multi-threaded process: Landlock would bind only this thread"
+        )
+    if not _can_list("/"):  # positive control: what must fail afterwards works now
+        raise SelfConfinementFailed("cannot list / even before confining: nothing to prove")
+    keep = SERVER_CAPABILITIES
+    if any(port < 1024 for port in plan.bind_ports):
+        keep |= {CAP_NET_BIND_SERVICE}
+    rules = _open_rules(plan)
+    try:
+        caps = limit_capabilities(keep)
+        report = confine(rules, bind_ports=plan.bind_ports)
+    except (ConfinementError, ll.LandlockError, ValueError, OSError) as exc:
+        raise SelfConfinementFailed(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        for fd, _ in rules:
+            os.close(fd)
+    if _can_list("/"):
+        raise SelfConfinementFailed("Landlock accepted the ruleset but / is still readable")
+    if not _can_list(own):
+        raise SelfConfinementFailed(f"the server's own package {own} is no longer readable")
+    return SelfConfinement(True, report.abi, None, plan.grants, plan.bind_ports, caps)
+
+
+def unavailable_reason() -> str | None:
+    """Why this kernel cannot confine the server (None when it has Landlock)."""
+    try:
+        ll.abi_version()
+    except ll.LandlockUnavailable as exc:
+        return exc.reason
+    except ll.LandlockError as exc:
+        return f"{exc.syscall}: {errno.errorcode.get(exc.errno or 0, '?')} ({exc.reason})"
+    return None
+
+
+def confine_server(
+    policy: Policy,
+    *,
+    replay_db: str | None,
+    http_port: int | None = None,
+    port_file: str | None = None,
+) -> SelfConfinement:
+    """Confine the server now (one thread only) if the kernel has Landlock; see the docstring."""
+    reason = unavailable_reason()
+    if reason is not None:
+        return SelfConfinement(False, None, reason)
+    plan = build_plan(policy, replay_db=replay_db, http_port=http_port, port_file=port_file)
+    done = apply(plan)
+    for g in done.grants:
+        log.debug("self-confinement rule: %s %s (%s)", g.path, ll.describe_fs(g.rights), g.why)
+    return done

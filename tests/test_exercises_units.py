@@ -1,0 +1,227 @@
+"""The exercises' own parts, one at a time: verdicts, comparison, tracing, the naive stand-ins.
+
+These are the rules the matrix run relies on; each test names the rule it pins down.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from fs_notes.exercises import layout
+from fs_notes.exercises.catalogue import ATTACKS, CLASSES
+from fs_notes.exercises.naive import NaiveRoot, naive_uri_parts
+from fs_notes.exercises.report import judge
+from fs_notes.exercises.runner import COLUMNS, Matrix, Outcome, _Run, _verdict
+from fs_notes.exercises.steps import fill
+from fs_notes.exercises.swap import exchange
+from fs_notes.exercises.trace import Event, Trace
+from fs_notes.exercises.tracing import TracingPolicy, TracingRoot
+from fs_notes.fs import FsError, SymlinkRefused, WorkspaceRoot
+from fs_notes.lexical import LexicalError
+from fs_notes.policy import NotAuthorized, Policy, Principal
+
+# -- verdicts ---------------------------------------------------------------------------------
+
+
+def test_an_escape_wins_over_any_refusal() -> None:
+    run = _Run(events=[Event("filesystem", "read: SymlinkRefused")], harm=["outside/x.md read"])
+    assert _verdict(run).result == "escaped"
+
+
+def test_the_first_refusal_by_a_layer_names_the_blocking_layer() -> None:
+    events = [Event("other", "read: NoteNotFound"), Event("lexical", "x"), Event("policy", "y")]
+    assert _verdict(_Run(events=events)).result == "blocked:lexical"
+
+
+def test_without_a_refusal_or_harm_the_verdict_is_na_and_says_why() -> None:
+    kernel = _verdict(_Run(events=[Event("kernel", "naive open/read: ELOOP")]))
+    assert kernel.result == "n/a" and kernel.why is not None and "ELOOP" in kernel.why
+    ok = {"result": {"content": [{"type": "text", "text": "x"}]}}
+    inside = _verdict(_Run(responses=[ok]))
+    assert inside.result == "n/a" and inside.why is not None and "inside" in inside.why
+
+
+# -- comparison with the documented matrix ------------------------------------------------------
+
+
+def _matrix(cell: Outcome) -> Matrix:
+    from fs_notes.exercises.expected import expected_results
+
+    results = {a.name: {c: Outcome(expected_results(a.name)[c]) for c in COLUMNS} for a in ATTACKS}
+    results[ATTACKS[1].name]["no-os"] = cell
+    return Matrix(ATTACKS, results, "SECRET-x", "content only")
+
+
+def test_a_cell_that_differs_is_a_difference_and_fails_the_run() -> None:
+    verdict = judge(_matrix(Outcome("escaped")))
+    assert [d["configuration"] for d in verdict.differences] == ["no-os"]
+    assert verdict.escapes_with_all_layers == 0
+
+
+def test_a_cell_this_host_cannot_run_is_apart_except_under_ci(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    limited = Outcome("n/a", why="no mount here", host_limited=True)
+    monkeypatch.delenv("CI", raising=False)
+    verdict = judge(_matrix(limited))
+    assert verdict.differences == [] and len(verdict.not_run_here) == 1
+    monkeypatch.setenv("CI", "true")
+    assert len(judge(_matrix(limited)).differences) == 1
+
+
+# -- tracing ----------------------------------------------------------------------------------
+
+
+def test_a_trace_records_only_inside_collect_and_per_thread() -> None:
+    trace = Trace()
+    trace.record("os", "ignored")
+    seen: dict[str, list[Event]] = {}
+
+    def work(name: str) -> None:
+        with trace.collect() as events:
+            trace.record("filesystem", name)
+            seen[name] = events
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"a": [Event("filesystem", "a")], "b": [Event("filesystem", "b")]}
+
+
+def _policy(tmp_path: Path) -> Policy:
+    (tmp_path / "notes").mkdir()
+    return Policy.for_single_workspace(str(tmp_path / "notes"), "me", token_sha256=None)
+
+
+def test_strict_policy_records_lexical_and_policy_refusals(tmp_path: Path) -> None:
+    trace = Trace()
+    policy = TracingPolicy.wrap(_policy(tmp_path), trace, naive_uris=False)
+    me = Principal("me")
+    with trace.collect() as events:
+        with pytest.raises(LexicalError):
+            policy.authorize(me, "file://evil" + str(tmp_path / "notes"), "read")
+        with pytest.raises(NotAuthorized):
+            policy.authorize(me, "file://" + str(tmp_path / "notes-evil"), "read")
+    assert [e.layer for e in events] == ["lexical", "policy"]
+
+
+def test_naive_uris_still_authorize_by_exact_components_only(tmp_path: Path) -> None:
+    """Rule (ours): the no-lexical knock-out keeps authorization; a prefix sibling is refused."""
+    policy = TracingPolicy.wrap(_policy(tmp_path), Trace(), naive_uris=True)
+    me = Principal("me")
+    base = "file://" + str(tmp_path)
+    with pytest.raises(NotAuthorized):
+        policy.authorize(me, base + "/notes-evil", "read")
+    assert policy.authorize(me, "file://evil" + str(tmp_path / "notes"), "read")
+    _, note = policy.locate(me, base + "/notes/%2e%2e/outside/x.md", "read")
+    assert note == "../outside/x.md"  # reaches layer 2 unchecked, as intended
+
+
+def test_naive_uri_parts_decode_once_and_drop_host_query_fragment() -> None:
+    assert naive_uri_parts("file:///a/%2e%2e/b") == ("a", "..", "b")
+    assert naive_uri_parts("file://evil/a/b?x=/../c#/d") == ("a", "b")
+    assert naive_uri_parts("file:///a/%252e") == ("a", "%2e")
+    assert naive_uri_parts("file:///a/%C0%AE") == ("a", "\ufffd\ufffd")
+
+
+def test_the_tracing_root_reports_what_a_listing_left_out(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (tmp_path / "out.md").write_text("x")
+    (ws / "ok.md").write_text("# ok")
+    (ws / "link.md").symlink_to("../out.md")
+    os.link(tmp_path / "out.md", ws / "sub" / "hard.md")
+    os.mkfifo(ws / "f.md")
+    trace = Trace()
+    with WorkspaceRoot.open(ws) as real:
+        root = TracingRoot(real, str(ws), trace)
+        with trace.collect() as events:
+            ids = [note for note, _ in root.iter_notes("")]
+            with pytest.raises(SymlinkRefused):
+                root.read_note("link.md")
+    assert ids == ["ok.md"]
+    left_out = events[0].detail
+    assert "symlink link.md" in left_out and "hard link sub/hard.md" in left_out
+    assert "special file f.md" in left_out
+    assert events[1] == Event("filesystem", "read: SymlinkRefused")
+
+
+def test_the_tracing_root_notices_a_replaced_workspace_path(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    trace = Trace()
+    with WorkspaceRoot.open(ws) as real:
+        root = TracingRoot(real, str(ws), trace)
+        ws.rename(tmp_path / "moved")
+        ws.symlink_to(tmp_path)
+        with trace.collect() as events, pytest.raises(FsError):
+            root.read_note("secret.md")
+    assert events[0].layer == "filesystem" and "another folder" in events[0].detail
+
+
+def test_the_naive_root_really_is_naive(tmp_path: Path) -> None:
+    """Positive control: without layer 2, a symlink out of the workspace is simply followed."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "secret.md").write_text("SECRET")
+    (tmp_path / "ws" / "l.md").symlink_to("../secret.md")
+    trace = Trace()
+    root = NaiveRoot(str(tmp_path / "ws"), trace)
+    assert root.read_note("l.md")[0] == b"SECRET"
+    with trace.collect() as events, pytest.raises(FsError):
+        root.read_note("missing.md")
+    assert events == [Event("kernel", "naive open/read: ENOENT")]
+
+
+# -- files ------------------------------------------------------------------------------------
+
+
+def test_exchange_swaps_a_folder_and_a_symlink(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "link").symlink_to("elsewhere")
+    exchange(tmp_path / "dir", tmp_path / "link")
+    assert (tmp_path / "dir").is_symlink() and (tmp_path / "link").is_dir()
+
+
+def test_a_snapshot_never_counts_as_a_read(tmp_path: Path) -> None:
+    path = tmp_path / "secret.md"
+    path.write_text("SECRET")
+    layout.prime_atime(path)
+    first = layout.snapshot(path)
+    assert layout.changed(first, layout.snapshot(path), reads=True) is None
+
+
+def test_changed_names_each_kind_of_change(tmp_path: Path) -> None:
+    path = tmp_path / "f.md"
+    path.write_text("a")
+    before = layout.snapshot(path)
+    assert layout.changed(None, before, reads=True) == "created"
+    assert layout.changed(before, None, reads=True) == "removed"
+    path.write_text("b")
+    assert layout.changed(before, layout.snapshot(path), reads=True) == "modified"
+
+
+def test_every_catalogue_layout_builds(tmp_path: Path) -> None:
+    assert len({a.name for a in ATTACKS}) == len(ATTACKS)
+    assert {a.kind for a in ATTACKS} == set(CLASSES)
+    for attack in ATTACKS:
+        entries = tuple(e.replace("{leakfd}", "100") for e in attack.layout)
+        try:
+            layout.build(tmp_path / attack.name, entries, "SECRET-test")
+        except layout.HostLimit:
+            continue
+        assert (tmp_path / attack.name / "outside" / "secret.md").read_text().startswith("# SECRET")
+
+
+def test_fill_replaces_placeholders_in_nested_strings_only() -> None:
+    value = {"uri": "{ws}/a", "list": ["{root}"], "n": 3}
+    assert fill(value, {"ws": "file:///w", "root": "/r"}) == {
+        "uri": "file:///w/a",
+        "list": ["/r"],
+        "n": 3,
+    }

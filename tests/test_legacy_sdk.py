@@ -1,0 +1,244 @@
+"""The official MCP Python SDK client (mcp==2.3.0) in legacy mode (`initialize`, 2025-11-25) and in
+modern mode (2026-07-28): list, read and the whole confirmed delete flow on stdio and Streamable
+HTTP, both eras against one running server, and notes_summarize through its sampling callback.
+
+Issue 7 ("Done when"); the SDK's legacy behaviour is described in /tmp/sdk-research/REPORT.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.parse
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from wire import REPO, HttpServer, child_env, http_server
+
+TOKEN = "sdk-legacy-token-0123456789abcdef"
+MODES = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28"}
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    ws = tmp_path / "notes"
+    (ws / "projects").mkdir(parents=True)
+    (ws / "projects" / "tps.md").write_text("# TPS report\nThe old TPS report.\n")
+    (ws / "groceries.md").write_text("# Groceries\nmilk\n")
+    (tmp_path / "secret.md").write_text("# TPS report\nSECRET\n")
+    return ws
+
+
+def _uri(ws: Path) -> str:
+    return "file://" + urllib.parse.quote(str(ws))
+
+
+class Elicitations:
+    """An elicitation callback that picks the first offered note and answers with `action`."""
+
+    def __init__(self, action: str = "accept") -> None:
+        self.action = action
+        self.seen: list[dict[str, Any]] = []
+
+    async def __call__(self, ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        schema: dict[str, Any] = params.requested_schema  # type: ignore[union-attr]
+        self.seen.append(schema)
+        note = schema["properties"]["note_id"]["oneOf"][0]["const"]
+        content = {"note_id": note, "confirm": True} if self.action == "accept" else None
+        return types.ElicitResult(action=self.action, content=content)  # type: ignore[arg-type]
+
+
+@asynccontextmanager
+async def _stdio_client(ws: Path, tmp: Path, mode: str, **kw: Any) -> AsyncIterator[Client]:
+    env = child_env()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "fs_notes", "serve", str(ws), "--replay-db", str(tmp / "replay.db")],
+        env={k: env[k] for k in ("PYTHONPATH", "PATH", "XDG_STATE_HOME", "CI") if k in env}
+        | {"PYTHONPATH": str(REPO)},
+        cwd=str(REPO),
+    )
+    async with Client(params, mode=mode, cache=None, read_timeout_seconds=30, **kw) as client:
+        yield client
+
+
+@asynccontextmanager
+async def _http_client(url: str, mode: str, **kw: Any) -> AsyncIterator[Client]:
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as h:
+        transport: Any = streamable_http_client(url, http_client=h)
+        async with Client(transport, mode=mode, cache=None, read_timeout_seconds=30, **kw) as c:
+            yield c
+
+
+def _http(ws: Path, tmp: Path) -> Any:
+    (tmp / "token").write_text(TOKEN)
+    return http_server(
+        str(ws),
+        "--token-file",
+        str(tmp / "token"),
+        "--replay-db",
+        str(tmp / "replay.db"),
+        tmp=tmp,
+        token=TOKEN,
+    )
+
+
+async def _list_read_delete(client: Client, ws: Path, mode: str, action: str) -> None:
+    assert client.protocol_version == MODES[mode]
+    tools = await client.list_tools()
+    assert len(tools.tools) == 7
+    listed = await client.call_tool("notes_list", {"workspaceUri": _uri(ws)})
+    assert listed.structured_content is not None
+    assert [n["id"] for n in listed.structured_content["notes"]] == [
+        "groceries.md",
+        "projects/tps.md",
+    ]
+    read = await client.call_tool("notes_read", {"workspaceUri": _uri(ws), "id": "projects/tps.md"})
+    assert read.structured_content is not None
+    assert read.structured_content["content"] == "# TPS report\nThe old TPS report.\n"
+    outside = await client.call_tool("notes_read", {"workspaceUri": _uri(ws), "id": "../secret.md"})
+    assert outside.is_error is True and "SECRET" not in json.dumps(outside.model_dump())
+    resources = await client.list_resources()
+    assert {r.name for r in resources.resources} == {"groceries.md", "projects/tps.md"}
+    deleted = await client.call_tool(
+        "notes_delete", {"workspaceUri": _uri(ws), "title": "TPS report"}
+    )
+    assert deleted.is_error is not True, deleted
+    assert deleted.structured_content is not None
+    outcome = {"accept": "deleted", "decline": "declined", "cancel": "cancelled"}[action]
+    assert deleted.structured_content["outcome"] == outcome
+
+
+@pytest.mark.parametrize("action", ["accept", "decline"])
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_official_client_in_both_eras_lists_reads_and_deletes_with_confirmation(
+    ws: Path, tmp_path: Path, transport: str, mode: str, action: str
+) -> None:
+    elicit = Elicitations(action)
+
+    async def main() -> None:
+        if transport == "stdio":
+            async with _stdio_client(ws, tmp_path, mode, elicitation_callback=elicit) as c:
+                await _list_read_delete(c, ws, mode, action)
+            return
+        with _http(ws, tmp_path) as srv:
+            async with _http_client(srv.url, mode, elicitation_callback=elicit) as c:
+                await _list_read_delete(c, ws, mode, action)
+
+    anyio.run(main)
+    assert len(elicit.seen) == 1  # the user was asked exactly once
+    assert (ws / "projects" / "tps.md").exists() is (action != "accept")
+    assert (tmp_path / "secret.md").read_text() == "# TPS report\nSECRET\n"
+
+
+def test_a_2025_client_and_a_2026_client_share_one_running_http_server(
+    ws: Path, tmp_path: Path
+) -> None:
+    legacy_elicit, modern_elicit = Elicitations(), Elicitations()
+
+    async def main(srv: HttpServer) -> None:
+        async with (
+            _http_client(srv.url, "legacy", elicitation_callback=legacy_elicit) as old,
+            _http_client(srv.url, "2026-07-28", elicitation_callback=modern_elicit) as new,
+        ):
+            assert (old.protocol_version, new.protocol_version) == ("2025-11-25", "2026-07-28")
+            assert len((await old.list_tools()).tools) == len((await new.list_tools()).tools)
+            async with anyio.create_task_group() as tg:  # both deletions in flight at once
+                tg.start_soon(
+                    old.call_tool, "notes_delete", {"workspaceUri": _uri(ws), "title": "TPS"}
+                )
+                tg.start_soon(
+                    new.call_tool, "notes_delete", {"workspaceUri": _uri(ws), "title": "Groceries"}
+                )
+
+    with _http(ws, tmp_path) as srv:
+        anyio.run(main, srv)
+    assert len(legacy_elicit.seen) == 1 and len(modern_elicit.seen) == 1
+    assert list(ws.rglob("*.md")) == []
+    assert (tmp_path / "secret.md").exists()
+
+
+class Sampler:
+    """A scripted model: picks the candidates it is told to, then writes a fixed summary."""
+
+    def __init__(self, pick: str) -> None:
+        self.pick = pick
+        self.requests: list[types.CreateMessageRequestParams] = []
+
+    async def __call__(
+        self, ctx: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        self.requests.append(params)
+        first = len(self.requests) == 1
+        text = self.pick if first else "Summary of the TPS report."
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=text),
+            model="scripted-model",
+            stop_reason="endTurn",
+        )
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_notes_summarize_works_from_the_official_client(
+    ws: Path, tmp_path: Path, transport: str, mode: str
+) -> None:
+    sampler = Sampler('["projects/tps.md"]')
+    result: list[types.CallToolResult] = []
+
+    async def run(client: Client) -> None:
+        args = {"workspaceUri": _uri(ws), "query": "TPS report"}
+        result.append(await client.call_tool("notes_summarize", args))
+
+    async def main() -> None:
+        if transport == "stdio":
+            async with _stdio_client(ws, tmp_path, mode, sampling_callback=sampler) as c:
+                await run(c)
+            return
+        with _http(ws, tmp_path) as srv:
+            async with _http_client(srv.url, mode, sampling_callback=sampler) as c:
+                await run(c)
+
+    anyio.run(main)
+    [done] = result
+    assert done.is_error is not True, done
+    assert done.structured_content == {
+        "query": "TPS report",
+        "chosen": ["projects/tps.md"],
+        "summary": "Summary of the TPS report.",
+        "model": "scripted-model",
+    }
+    pick, summarize = sampler.requests
+    assert pick.include_context == "none" and summarize.include_context == "none"
+    assert pick.model_preferences is not None and pick.model_preferences.hints
+    body = summarize.messages[0].content
+    assert isinstance(body, types.TextContent) and "The old TPS report." in body.text
+    assert all("SECRET" not in r.model_dump_json() for r in sampler.requests)
+
+
+def test_notes_summarize_without_a_sampling_callback_is_32021_in_both_eras(
+    ws: Path, tmp_path: Path
+) -> None:
+    from mcp import MCPError
+
+    async def main() -> None:
+        for mode in ("legacy", "2026-07-28"):
+            async with _stdio_client(ws, tmp_path, mode) as c:
+                with pytest.raises(MCPError) as caught:
+                    await c.call_tool("notes_summarize", {"workspaceUri": _uri(ws), "query": "TPS"})
+                assert caught.value.code == -32021
+                assert caught.value.data == {"requiredCapabilities": {"sampling": {}}}
+
+    anyio.run(main)
+    assert os.path.exists(ws / "projects" / "tps.md")

@@ -1,0 +1,415 @@
+"""The server's own Landlock domain (fs_notes/selfconfine.py, issue 5 item 5).
+
+Anything that confines runs in a child (`python -c ...`): Landlock cannot be undone. Each child
+test has its positive control: what must fail after `confine_server` works just before it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from wire import REPO, StdioServer, child_env, request
+
+from fs_notes.policy import Policy, load_policy
+from fs_notes.selfconfine import (
+    LIST,
+    SelfConfinementFailed,
+    build_plan,
+    elf_interpreter,
+    workspace_rights,
+)
+from sandbox import landlock_abi as ll
+from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
+from sandbox.testing import requirement
+
+PRELUDE = """
+import errno, json, os, socket, sys, threading
+from fs_notes.policy import Policy
+from fs_notes.selfconfine import SelfConfinementFailed, confine_server
+out = {}
+
+def attempt(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+def bind(port):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+"""
+
+
+def run_child(body: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=env or child_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert isinstance(result, dict)
+    return result
+
+
+def landlock_runs() -> bool:
+    """CI rule (sandbox/testing.py); False when Landlock is hidden, after proving that the
+    server then does not confine itself (and says why) instead of failing or pretending."""
+    verdict, why = requirement("landlock")
+    if verdict == "fail":
+        pytest.fail(why)
+    if verdict == "skip":
+        pytest.skip(why)
+    if verdict == "hidden":
+        out = run_child(
+            """
+            done = confine_server(Policy.for_single_workspace(sys.argv[1], "me", token_sha256=None),
+                                  replay_db=None)
+            out["enforced"] = done.enforced
+            out["reason"] = done.reason
+            out["root"] = attempt(lambda: os.listdir("/"))
+            """,
+            os.getcwd(),
+        )
+        assert out == {
+            "enforced": False,
+            "reason": "hidden by FS_NOTES_HIDE_LANDLOCK=1",
+            "root": "ok",
+        }
+        return False
+    return True
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Path:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# A\n")
+    (tmp_path / "notes" / "b.md").write_text("# B\n")
+    (tmp_path / "outside.md").write_text("# outside\n")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "key").write_text("k" * 64)
+    return tmp_path
+
+
+# -- the plan (pure) -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ops", "rights"),
+    [
+        ((), LIST),
+        (("read",), LIST | ll.ACCESS_FS_READ_FILE),
+        (("write",), LIST | WRITE_RIGHTS),
+        (("delete",), LIST | ll.ACCESS_FS_READ_FILE | DELETE_RIGHTS),
+        (("read", "write", "delete"), LIST | ll.ACCESS_FS_READ_FILE | WRITE_RIGHTS | DELETE_RIGHTS),
+    ],
+)
+def test_a_workspace_gets_the_rights_its_grants_need_and_no_more(
+    ops: tuple[str, ...], rights: int
+) -> None:
+    assert workspace_rights(ops) == rights
+    assert not workspace_rights(ops) & (ll.ACCESS_FS_EXECUTE | ll.ACCESS_FS_REMOVE_DIR)
+    assert not workspace_rights(ops) & (ll.ACCESS_FS_MAKE_SYM | ll.ACCESS_FS_REFER)
+
+
+def test_the_plan_follows_the_policy_per_workspace(tmp_path: Path) -> None:
+    for name in ("ro", "rw"):
+        (tmp_path / name).mkdir()
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text(
+        textwrap.dedent(
+            f"""
+            [[principal]]
+            name = "me"
+            local = true
+            [[workspace]]
+            name = "ro"
+            path = "{tmp_path / "ro"}"
+            [[workspace]]
+            name = "rw"
+            path = "{tmp_path / "rw"}"
+            [[grant]]
+            principal = "me"
+            workspace = "ro"
+            operations = ["read"]
+            [[grant]]
+            principal = "me"
+            workspace = "rw"
+            operations = ["read", "write", "delete"]
+            """
+        )
+    )
+    plan = build_plan(load_policy(str(policy_file)), replay_db=str(tmp_path / "r.db"))
+    rules = {g.path: g.rights for g in plan.grants}
+    assert rules[str(tmp_path / "ro")] == workspace_rights(["read"])
+    assert rules[str(tmp_path / "rw")] == workspace_rights(["read", "write", "delete"])
+    assert plan.bind_ports == ()
+
+
+def test_the_plan_can_start_workers_and_never_names_the_root_or_the_key(layout: Path) -> None:
+    policy = Policy.for_single_workspace(str(layout / "notes"), "me", token_sha256=None)
+    plan = build_plan(policy, replay_db=str(layout / "state" / "replay.db"), http_port=8765)
+    rules = {g.path: g.rights for g in plan.grants}
+    exe = os.path.realpath(sys.executable)
+    assert rules[exe] & ll.ACCESS_FS_EXECUTE
+    loader = elf_interpreter(exe)
+    assert loader is not None and rules[os.path.realpath(loader)] & ll.ACCESS_FS_EXECUTE
+    executable = [path for path, rights in rules.items() if rights & ll.ACCESS_FS_EXECUTE]
+    assert sorted(executable) == sorted({exe, os.path.realpath(loader)})
+    assert "/" not in rules
+    assert str(layout / "key") not in rules and str(layout) not in rules
+    assert rules[str(layout / "state")] & ll.ACCESS_FS_MAKE_REG
+    assert plan.bind_ports == (8765,)
+    assert len(rules) == len(plan.grants)  # one rule per path (rights merged)
+
+
+def test_a_replay_database_at_the_filesystem_root_is_refused(layout: Path) -> None:
+    policy = Policy.for_single_workspace(str(layout / "notes"), "me", token_sha256=None)
+    with pytest.raises(SelfConfinementFailed, match="replay database folder"):
+        build_plan(policy, replay_db="/replay.db")
+
+
+def test_the_elf_loader_is_the_one_this_interpreter_runs_with() -> None:
+    loader = elf_interpreter(os.path.realpath(sys.executable))
+    assert loader is not None
+    mapped = Path("/proc/self/maps").read_text()
+    assert os.path.realpath(loader) in {
+        os.path.realpath(line.split()[-1]) for line in mapped.splitlines() if "/" in line
+    }
+
+
+def test_a_file_that_is_not_elf_has_no_loader(tmp_path: Path) -> None:
+    script = tmp_path / "script"
+    script.write_bytes(b"#!/bin/sh\necho hi\n")
+    assert elf_interpreter(str(script)) is None
+
+
+# -- applied, in a child ------------------------------------------------------------------------
+
+
+def test_a_confined_server_reaches_only_what_its_plan_allows(layout: Path) -> None:
+    if not landlock_runs():
+        return
+    out = run_child(
+        """
+        base = sys.argv[1]
+        ws, outside, key = base + "/notes", base + "/outside.md", base + "/key"
+        port, other = free_port(), free_port()
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        target = listener.getsockname()[1]
+        def connect():
+            socket.create_connection(("127.0.0.1", target), timeout=2).close()
+        checks = {
+            "read_outside": lambda: read(outside),
+            "read_key": lambda: read(key),
+            "list_root": lambda: os.listdir("/"),
+            "make_outside": lambda: os.close(os.open(base + "/new.md", os.O_CREAT | os.O_WRONLY)),
+            "connect": connect,
+            "bind_other": lambda: bind(other),
+        }
+        def caps():
+            lines = read("/proc/self/status").decode().splitlines()
+            status = dict(line.split(":\t", 1) for line in lines)
+            return {k: int(status[k], 16) for k in ("CapEff", "CapBnd")}
+        out["before"] = {name: attempt(fn) for name, fn in checks.items()}
+        out["caps_before"] = caps()
+        os.unlink(base + "/new.md")
+        policy = Policy.for_single_workspace(ws, "me", token_sha256=None)
+        done = confine_server(policy, replay_db=base + "/state/replay.db", http_port=port)
+        out["enforced"], out["abi"] = done.enforced, done.abi
+        out["after"] = {name: attempt(fn) for name, fn in checks.items()}
+        out["caps_after"] = caps()
+        out["unlink_outside"] = attempt(lambda: os.unlink(outside))
+        out["read_inside"] = attempt(lambda: read(ws + "/a.md"))
+        out["bind_port"] = attempt(lambda: bind(port))
+
+        # What the server does later still works: lazy imports, workers, the replay store.
+        import psutil, uvicorn, starlette.applications
+        from fs_notes.confirm.replay import ReplayStore
+        from fs_notes.fs import WorkspaceRoot
+        from sandbox.supervisor import ConfinedWorker
+        with WorkspaceRoot.open(ws) as root:
+            ident = root.stat_note("b.md")
+        with ConfinedWorker(ws, "delete", "landlock") as worker:
+            worker.delete("b.md", ident)
+        with ConfinedWorker(ws, "write", "landlock") as worker:
+            worker.create("c.md", b"# C")
+        out["workspace"] = sorted(os.listdir(ws))
+        store = ReplayStore(base + "/state/replay.db")
+        out["claimed"] = store.claim("0" * 32, 2e9)
+        store.close()
+        """,
+        str(layout),
+    )
+    assert out["before"] == {
+        "read_outside": "ok",
+        "read_key": "ok",
+        "list_root": "ok",
+        "make_outside": "ok",
+        "connect": "ok",
+        "bind_other": "ok",
+    }
+    assert out["enforced"] is True and out["abi"] >= 1
+    tcp = "EACCES" if out["abi"] >= 4 else "ok"
+    assert out["after"] == {
+        "read_outside": "EACCES",
+        "read_key": "EACCES",
+        "list_root": "EACCES",
+        "make_outside": "EACCES",
+        "connect": tcp,
+        "bind_other": tcp,
+    }
+    if os.geteuid() == 0:
+        # Root keeps CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_FOWNER for its workers, and CAP_SETPCAP
+        # for them to shed more; nothing else (CAP_SYS_MODULE and CAP_SYS_RAWIO reach past
+        # Landlock), in the bounding set too.
+        kept = 0b1_0000_1011
+        assert out["caps_before"]["CapEff"] & (1 << 16)  # CAP_SYS_MODULE, before
+        assert out["caps_after"] == {"CapEff": kept, "CapBnd": kept}
+    assert out["unlink_outside"] == "EACCES"
+    assert out["read_inside"] == "ok" and out["bind_port"] == "ok"
+    assert out["workspace"] == ["a.md", "c.md"]
+    assert out["claimed"] is True
+    assert (layout / "outside.md").read_text() == "# outside\n"
+    assert not (layout / "new.md").exists()
+
+
+def test_a_read_only_grant_gives_the_server_no_way_to_write(layout: Path) -> None:
+    if not landlock_runs():
+        return
+    (layout / "policy.toml").write_text(
+        textwrap.dedent(
+            f"""
+            [[principal]]
+            name = "me"
+            local = true
+            [[workspace]]
+            name = "notes"
+            path = "{layout / "notes"}"
+            [[grant]]
+            principal = "me"
+            workspace = "notes"
+            operations = ["read"]
+            """
+        )
+    )
+    out = run_child(
+        """
+        from fs_notes.policy import load_policy
+        base = sys.argv[1]
+        ws = base + "/notes"
+        out["before"] = attempt(lambda: os.close(os.open(ws + "/x.md", os.O_CREAT | os.O_WRONLY)))
+        os.unlink(ws + "/x.md")
+        confine_server(load_policy(base + "/policy.toml"), replay_db=base + "/state/r.db")
+        out["read"] = attempt(lambda: read(ws + "/a.md"))
+        out["create"] = attempt(lambda: os.close(os.open(ws + "/x.md", os.O_CREAT | os.O_WRONLY)))
+        out["write"] = attempt(lambda: os.close(os.open(ws + "/a.md", os.O_WRONLY)))
+        out["unlink"] = attempt(lambda: os.unlink(ws + "/a.md"))
+        """,
+        str(layout),
+    )
+    assert out == {
+        "before": "ok",
+        "read": "ok",
+        "create": "EACCES",
+        "write": "EACCES",
+        "unlink": "EACCES",
+    }
+    assert sorted(os.listdir(layout / "notes")) == ["a.md", "b.md"]
+
+
+def test_a_server_with_a_thread_already_running_refuses_to_confine(layout: Path) -> None:
+    # Landlock (ABI <= 7) would bind only the calling thread; the other one would stay free.
+    if not landlock_runs():
+        return
+    out = run_child(
+        """
+        stop = threading.Event()
+        t = threading.Thread(target=stop.wait)
+        t.start()
+        policy = Policy.for_single_workspace(sys.argv[1] + "/notes", "me", token_sha256=None)
+        try:
+            confine_server(policy, replay_db=None)
+            out["result"] = "confined"
+        except SelfConfinementFailed as exc:
+            out["result"] = "refused" if "multi-threaded" in str(exc) else str(exc)
+        stop.set()
+        t.join()
+        out["root"] = attempt(lambda: os.listdir("/"))
+        out["outside"] = attempt(lambda: read(sys.argv[1] + "/outside.md"))
+        """,
+        str(layout),
+    )
+    assert out == {"result": "refused", "root": "ok", "outside": "ok"}
+
+
+# -- the real server -----------------------------------------------------------------------------
+
+
+def test_serve_confines_itself_and_says_so(layout: Path) -> None:
+    confined = landlock_runs()
+    server = StdioServer("--log-level", "info", "serve", str(layout / "notes"))
+    try:
+        server.ask(request(1, "server/discover", {}))
+    finally:
+        assert server.close() == 0
+    if confined:
+        assert "the server confined itself: Landlock ABI " in server.stderr
+    else:
+        assert (
+            "the server does not confine itself: hidden by FS_NOTES_HIDE_LANDLOCK=1"
+            in server.stderr
+        )
+
+
+def test_serve_can_be_told_not_to_confine_itself(layout: Path) -> None:
+    server = StdioServer("serve", str(layout / "notes"), "--no-self-confine")
+    try:
+        server.ask(request(1, "server/discover", {}))
+    finally:
+        assert server.close() == 0
+    assert "the server does not confine itself (--no-self-confine)" in server.stderr
+
+
+def test_serve_refuses_to_start_when_it_cannot_confine_itself(layout: Path) -> None:
+    # Fail closed: on a Landlock host a server that cannot confine itself does not run without
+    # it. A --port-file in a folder that does not exist cannot get its rule.
+    if not landlock_runs():
+        return
+    proc = subprocess.run(
+        [sys.executable, "-m", "fs_notes", "serve", str(layout / "notes"), "--http",
+         "127.0.0.1:0", "--token-file", str(layout / "key"), "--port-file",
+         str(layout / "missing" / "port")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=child_env(),
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("fs-notes: the server cannot confine itself with Landlock: ")
+    assert "--no-self-confine" in proc.stderr

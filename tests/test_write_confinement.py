@@ -1,0 +1,261 @@
+"""notes_create and notes_update go through a confined write worker, under the same fail-closed
+rule as deletion (tools/confined.py, issue 5)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from wire import StdioServer, call_tool
+
+import sandbox.probe
+from fs_notes.confirm.audit import AuditLog
+from fs_notes.confirm.replay import ReplayStore
+from fs_notes.confirm.state import KeyRing, StateSealer
+from fs_notes.fs import Identity
+from fs_notes.fs.errors import FsError, NoteExists, NoteNotFound, SymlinkRefused
+from fs_notes.policy import Policy, Principal
+from fs_notes.protocol.envelope import Request
+from fs_notes.serve import ConfirmParts, build_server, open_roots
+from fs_notes.tools.confined import ConfinedDeleters, ConfinedWriters, OsLayer
+from sandbox.probe import HostReport, probe
+from sandbox.testing import requirement
+
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def _policy(ws: Path, sandbox: str) -> Policy:
+    return Policy.for_single_workspace(str(ws), "me", token_sha256=None, sandbox=sandbox)  # type: ignore[arg-type]
+
+
+def _nothing_enforceable(timeout: float = 10.0) -> HostReport:
+    return dataclasses.replace(
+        probe(),
+        landlock_enforced=False,
+        landlock_abi=None,
+        chroot=False,
+        landlock_reason="test",
+        chroot_reason="test",
+    )
+
+
+def _host_mode() -> str:
+    verdict, why = requirement("landlock")
+    if verdict == "fail":
+        pytest.fail(why)
+    if verdict == "skip":
+        pytest.skip(why)
+    return "landlock" if verdict == "run" else "chroot"
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    (ws / "a.md").write_text("# A\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# secret\n")
+    return ws
+
+
+@pytest.fixture
+def layers() -> Iterator[list[OsLayer]]:
+    made: list[OsLayer] = []
+    yield made
+    for layer in made:
+        layer.close()
+
+
+class Server:
+    """The tools wired as `serve` wires them, in this process, with a given OS layer."""
+
+    def __init__(self, policy: Policy, layer: OsLayer, state: Path) -> None:
+        self.roots = open_roots(policy)
+        self.replay = ReplayStore(str(state / "replay.db"))
+        parts = ConfirmParts(StateSealer(KeyRing.ephemeral()), self.replay, AuditLog(None))
+        self.dispatcher, _env = build_server(
+            policy,
+            self.roots,
+            parts,
+            deleter=ConfinedDeleters(layer),
+            writer=ConfinedWriters(layer),
+        )
+
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        params = {"name": name, "arguments": arguments, "_meta": META}
+        response = self.dispatcher.handle(Request(1, "tools/call", params), Principal("me"), "t")
+        assert response is not None
+        result: dict[str, Any] = response["result"]
+        return result
+
+    def close(self) -> None:
+        for root in self.roots.values():
+            root.close()
+        self.replay.close()
+
+
+def _text(result: dict[str, Any]) -> str:
+    text: str = result["content"][0]["text"]
+    return text
+
+
+# -- through the worker ------------------------------------------------------------------------
+
+
+def test_creates_and_updates_run_in_the_write_worker(notes: Path, layers: list[OsLayer]) -> None:
+    mode = _host_mode()
+    layer = OsLayer(_policy(notes, "chroot"), allow_unconfined=False)
+    layers.append(layer)
+    writers = ConfinedWriters(layer)
+    assert writers.unavailable("notes") is None
+    ident = writers.create("notes", "sub/new.md", b"# New\n")
+    assert (notes / "sub" / "new.md").read_bytes() == b"# New\n"
+    assert ident == Identity.of(os.stat(notes / "sub" / "new.md"))
+    with pytest.raises(NoteExists):
+        writers.create("notes", "sub/new.md", b"again")
+    assert (notes / "sub" / "new.md").read_bytes() == b"# New\n"
+    after = writers.update("notes", "a.md", b"# A, revised\n")
+    assert (notes / "a.md").read_bytes() == b"# A, revised\n"
+    assert after == Identity.of(os.stat(notes / "a.md"))
+    with pytest.raises(NoteNotFound):
+        writers.update("notes", "missing.md", b"x")
+    worker = layer.worker("notes", "write")
+    assert worker.hello["kind"] == "write" and worker.hello["mode"] == mode
+    assert worker.pid in [p.pid for p in psutil.Process().children()]
+
+
+def test_a_write_through_the_worker_cannot_leave_the_workspace(
+    notes: Path, layers: list[OsLayer]
+) -> None:
+    _host_mode()
+    layer = OsLayer(_policy(notes, "chroot"), allow_unconfined=False)
+    layers.append(layer)
+    writers = ConfinedWriters(layer)
+    (notes / "link").symlink_to(notes.parent / "outside")
+    with pytest.raises(FsError):
+        writers.create("notes", "../outside/new.md", b"x")
+    with pytest.raises(SymlinkRefused):
+        writers.create("notes", "link/new.md", b"x")
+    with pytest.raises(SymlinkRefused):
+        writers.update("notes", "link/secret.md", b"x")
+    assert sorted(os.listdir(notes.parent / "outside")) == ["secret.md"]
+    assert (notes.parent / "outside" / "secret.md").read_text() == "# secret\n"
+
+
+# -- fail closed --------------------------------------------------------------------------------
+
+
+def test_without_an_enforceable_layer_writes_are_refused_and_nothing_is_written(
+    notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
+) -> None:
+    monkeypatch.setattr(sandbox.probe, "probe", _nothing_enforceable)
+    layer = OsLayer(_policy(notes, "landlock"), allow_unconfined=False)
+    layers.append(layer)
+    server = Server(_policy(notes, "landlock"), layer, tmp_path)
+    try:
+        uri = notes.as_uri()
+        created = server.call("notes_create", {"workspaceUri": uri, "id": "b.md", "content": "x"})
+        updated = server.call("notes_update", {"workspaceUri": uri, "id": "a.md", "content": "x"})
+    finally:
+        server.close()
+    refusal = (
+        "writing is refused in this workspace: no OS containment layer can be enforced on this host"
+    )
+    assert created["isError"] is True and _text(created) == refusal
+    assert updated["isError"] is True and _text(updated) == refusal
+    assert not (notes / "b.md").exists()
+    assert (notes / "a.md").read_text() == "# A\n"
+    assert [p for p in psutil.Process().children() if "--kind" in p.cmdline()] == []
+
+
+def test_allow_unconfined_lets_writes_run_in_an_unconfined_worker(
+    notes: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
+) -> None:
+    monkeypatch.setattr(sandbox.probe, "probe", _nothing_enforceable)
+    layer = OsLayer(_policy(notes, "none"), allow_unconfined=True)
+    layers.append(layer)
+    ConfinedWriters(layer).create("notes", "b.md", b"# B\n")
+    assert (notes / "b.md").read_text() == "# B\n"
+    assert layer.worker("notes", "write").hello["mode"] == "none"
+
+
+def test_a_workspace_requiring_landlock_refuses_writes_on_a_chroot_only_host(
+    notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
+) -> None:
+    monkeypatch.setenv("FS_NOTES_HIDE_LANDLOCK", "1")
+    layer = OsLayer(_policy(notes, "landlock"), allow_unconfined=True)
+    layers.append(layer)
+    server = Server(_policy(notes, "landlock"), layer, tmp_path)
+    try:
+        created = server.call(
+            "notes_create", {"workspaceUri": notes.as_uri(), "id": "b.md", "content": "x"}
+        )
+    finally:
+        server.close()
+    assert created["isError"] is True
+    assert _text(created) == (
+        'writing is refused in this workspace: the workspace policy requires sandbox "landlock", '
+        'this host provides "chroot"'
+    )
+    assert not (notes / "b.md").exists()
+
+
+def test_a_chroot_only_host_writes_where_the_policy_accepts_chroot(
+    notes: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
+) -> None:
+    verdict, why = requirement("chroot")
+    if verdict == "fail":
+        pytest.fail(why)
+    if verdict == "skip":
+        pytest.skip(why)
+    monkeypatch.setenv("FS_NOTES_HIDE_LANDLOCK", "1")
+    layer = OsLayer(_policy(notes, "chroot"), allow_unconfined=False)
+    layers.append(layer)
+    ConfinedWriters(layer).update("notes", "a.md", b"# A2\n")
+    assert (notes / "a.md").read_text() == "# A2\n"
+    assert layer.worker("notes", "write").hello["mode"] == "chroot"
+
+
+# -- the real server ----------------------------------------------------------------------------
+
+
+def test_serve_writes_through_its_write_worker(notes: Path) -> None:
+    # `serve WORKSPACE` requires Landlock (the policy default): with Landlock hidden, writes are
+    # refused like deletions, and nothing is written.
+    mode = _host_mode()
+    uri = notes.as_uri()
+    server = StdioServer("serve", str(notes))
+    try:
+        created = server.ask(
+            call_tool(1, "notes_create", {"workspaceUri": uri, "id": "b.md", "content": "# B\n"})
+        )
+        updated = server.ask(
+            call_tool(2, "notes_update", {"workspaceUri": uri, "id": "a.md", "content": "# A2\n"})
+        )
+        kinds = []
+        for child in psutil.Process(server.proc.pid).children():
+            cmd = child.cmdline()
+            if "--kind" in cmd:
+                kinds.append(cmd[cmd.index("--kind") + 1])
+    finally:
+        assert server.close() == 0
+    if mode == "landlock":
+        assert created["result"].get("isError") is not True, created
+        assert updated["result"].get("isError") is not True, updated
+        assert (notes / "b.md").read_text() == "# B\n"
+        assert (notes / "a.md").read_text() == "# A2\n"
+        assert "write" in kinds
+    else:
+        assert created["result"]["isError"] is True
+        assert updated["result"]["isError"] is True
+        assert not (notes / "b.md").exists()
+        assert (notes / "a.md").read_text() == "# A\n"
