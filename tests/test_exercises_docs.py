@@ -16,7 +16,7 @@ from typing import Any
 
 from wire import REPO, call_tool, stdio_server
 
-FORM = {"elicitation": {"form": {}}}
+FORM: dict[str, Any] = {"elicitation": {"form": {}}}
 VARYING = {"message", "title", "requestState", "text", "uri", "workspaceUri", "deleted", "const"}
 
 

@@ -196,3 +196,14 @@ def test_a_pre_encoded_result_serializes_exactly_like_the_plain_dict() -> None:
         assert fast == dumps(result_response(rid, dict(value)))
     with pytest.raises(TypeError):
         PreEncoded(value)["x"] = 1
+
+
+def test_a_lone_surrogate_echoed_back_still_encodes_as_json() -> None:
+    import json
+
+    from fs_notes.protocol.envelope import dumps, error_response, parse
+
+    msg = parse(b'{"jsonrpc":"2.0","id":"\\udcc0","method":"m","params":{}}')
+    assert isinstance(msg, Request)
+    out = dumps(error_response(msg.id, ProtocolError(-32602, "x", {"uri": "file:///\udcc0"})))
+    assert json.loads(out)["id"] == "\udcc0"

@@ -64,3 +64,14 @@ def test_an_oversized_line_is_refused_and_the_server_goes_on(tmp_path: Path) -> 
         answer = server.recv(30)
         assert answer["error"]["code"] == -32600 and "id" not in answer
         assert server.ask(request(2, "server/discover"))["result"]["resultType"] == "complete"
+
+
+def test_a_lone_surrogate_in_a_request_does_not_silence_the_server(tmp_path: Path) -> None:
+    with stdio_server(str(tmp_path)) as server:
+        server.send_raw(
+            b'{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x/\\udcc0.md",'
+            b'"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+            b'"io.modelcontextprotocol/clientCapabilities":{}}}}\n'
+        )
+        assert server.recv()["error"]["code"] == -32602
+        assert server.ask(request(2, "server/discover"))["result"]["resultType"] == "complete"

@@ -161,6 +161,7 @@ class _Column:
         self.leaks: list[str] = []
         self.leak_fd: dict[str, int] = {}
         self.config: dict[str, Any] = {}
+        self.exit_note: str | None = None
 
     def _names(self, attack: Attack) -> dict[str, str]:
         root = self.base / attack.name
@@ -236,8 +237,8 @@ class _Column:
                     outcomes[attack.name] = self._attack(attack)
             finally:
                 code = self.client.close()
-                if code not in (0, None) and self.failed is None:
-                    self.failed = f"the target exited with status {code}"
+                if code != 0:
+                    self.exit_note = f"{self.column}: the target exited with status {code}"
         return outcomes
 
     def _send(self, request: Request, names: dict[str, str], run: _Run) -> dict[str, Any]:
@@ -301,7 +302,9 @@ class _Column:
             stdout=subprocess.DEVNULL,
         )
         try:
-            time.sleep(0.05)
+            started = time.monotonic()  # wait until the attacker is really swapping
+            while not a.is_symlink() and time.monotonic() - started < 5:
+                time.sleep(0.001)
             for _ in range(self.options.attempts()):
                 response = self._send(step.request, names, run)
                 if self.secret in json.dumps(response):
@@ -413,6 +416,7 @@ def run_matrix(
     if host["mount"]:
         notes.append(host["mount"])
     configs = {c: runs[c].config for c in columns}
+    notes += [n for n in (runs[c].exit_note for c in columns) if n is not None]
     if configs.get("all", {}).get("selfConfined") is False:
         notes.append(
             "the server could not confine itself with Landlock here; the documented matrix "

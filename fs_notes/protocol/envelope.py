@@ -98,7 +98,7 @@ class PreEncoded(dict[str, Any]):
 
     def __init__(self, value: dict[str, Any]) -> None:
         super().__init__(value)
-        self.encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        self.encoded = _encode(value)
 
     def __setitem__(self, key: str, value: Any) -> None:
         raise TypeError("PreEncoded results are immutable")
@@ -125,6 +125,14 @@ def dumps(message: dict[str, Any]) -> bytes:
     """Compact UTF-8 JSON, one line (no raw newlines can appear: JSON escapes them)."""
     result = message.get("result")
     if isinstance(result, PreEncoded) and len(message) == 3:
-        head = json.dumps({"jsonrpc": "2.0", "id": message["id"]}, separators=(",", ":"))
-        return head[:-1].encode("utf-8") + b',"result":' + result.encoded + b"}"
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        head = _encode({"jsonrpc": "2.0", "id": message["id"]})
+        return head[:-1] + b',"result":' + result.encoded + b"}"
+    return _encode(message)
+
+
+def _encode(value: Any) -> bytes:
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (e.g. a client's "\udcc0" echoed back) has no UTF-8 form: escape it.
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=True).encode("ascii")
