@@ -5,22 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .discovery import discover_method
 from .protocol.argcheck import ArgumentError, validate
 from .protocol.dispatch import Call, Dispatcher, Method
 from .protocol.envelope import PreEncoded
 from .protocol.errors import INVALID_PARAMS, ProtocolError
-from .protocol.meta import SUPPORTED_VERSIONS
-from .protocol.models import RESULT_META, CallToolParams, parse_params
+from .protocol.meta import RESULT_META
+from .protocol.models import CallToolParams, parse_params
 from .tools.registry import ToolSpec
 
-DISCOVER_TTL_MS = 3_600_000
 TOOLS_TTL_MS = 3_600_000
-
-INSTRUCTIONS = (
-    "fs-notes serves folders of markdown notes. Name the folder with workspaceUri (a file:// URI) "
-    "and a note by its id, the path relative to that folder (e.g. projects/plan.md). "
-    "notes_delete always asks the user to choose and confirm the note."
-)
 
 ResourceHandler = Callable[[Call], dict[str, Any]]
 
@@ -32,20 +26,6 @@ def build_methods(
     read_resource: ResourceHandler | None = None,
 ) -> dict[str, Method]:
     by_name = {t.name: t for t in tools}
-    capabilities: dict[str, Any] = {"tools": {}}
-    if list_resources is not None:
-        capabilities["resources"] = {}
-    discover_result = PreEncoded(
-        {
-            "resultType": "complete",
-            "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": capabilities,
-            "instructions": INSTRUCTIONS,
-            "ttlMs": DISCOVER_TTL_MS,
-            "cacheScope": "public",
-            "_meta": RESULT_META,
-        }
-    )
     tools_result = PreEncoded(
         {
             "resultType": "complete",
@@ -55,9 +35,6 @@ def build_methods(
             "_meta": RESULT_META,
         }
     )
-
-    def discover(call: Call) -> dict[str, Any]:
-        return discover_result
 
     def list_tools(call: Call) -> dict[str, Any]:
         if call.params.get("cursor") is not None:
@@ -76,7 +53,7 @@ def build_methods(
         return tool.handler(call, arguments)
 
     methods = {
-        "server/discover": Method(discover),
+        "server/discover": discover_method(resources=list_resources is not None),
         "tools/list": Method(list_tools),
         "tools/call": Method(call_tool, blocking=True),
     }

@@ -35,12 +35,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
-
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from typing import Literal, get_args
 
 from fs_notes.lexical import (
     LexicalError,
@@ -144,7 +141,7 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-# --- the file format (pydantic models of one parsed TOML document) ---------------------------
+# --- plain checks, shared by the file format (policy_file.py) and zero-config mode -----------
 
 
 def _check_name(value: str) -> str:
@@ -155,167 +152,25 @@ def _check_name(value: str) -> str:
     return value
 
 
-class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+def _check_hash(value: str) -> str:
+    if not _HEX64.fullmatch(value):
+        raise ValueError("must be 64 hexadecimal digits: the SHA-256 of the token, not the token")
+    if value.lower() == _EMPTY_TOKEN_SHA256:
+        raise ValueError("is the SHA-256 of the empty string; use a real token")
+    return value.lower()
 
 
-class _PrincipalTable(_Table):
-    name: str
-    token_sha256: str | None = None
-    local: bool = False
-
-    _name = field_validator("name")(_check_name)
-
-    @field_validator("token_sha256")
-    @classmethod
-    def _hash(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not _HEX64.fullmatch(value):
-            raise ValueError(
-                "must be 64 hexadecimal digits: the SHA-256 of the token, not the token"
-            )
-        if value.lower() == _EMPTY_TOKEN_SHA256:
-            raise ValueError("is the SHA-256 of the empty string; use a real token")
-        return value.lower()
-
-
-class _WorkspaceTable(_Table):
-    name: str
-    path: str
-    symlinks: SymlinkPolicy = "deny"
-    sandbox: SandboxLevel = "landlock"
-
-    _name = field_validator("name")(_check_name)
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError("must be an absolute path")
-        if value == "/":
-            raise ValueError("must not be the filesystem root")
-        if not value.isprintable():
-            raise ValueError("must not contain control characters")
-        parts = value[1:].split("/")
-        if any(p in ("", ".", "..") for p in parts):
-            raise ValueError('must be normalized (no "//", ".", ".." or trailing "/")')
-        return value
-
-
-class _GrantTable(_Table):
-    principal: str
-    workspace: str
-    operations: list[str]
-
-    @field_validator("operations")
-    @classmethod
-    def _operations(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError("must list at least one operation")
-        for op in value:
-            if op not in OPERATIONS:
-                raise ValueError(f'unknown operation "{op}" (must be "read", "write" or "delete")')
-        if len(set(value)) != len(value):
-            raise ValueError("lists an operation twice")
-        return value
-
-
-class _PolicyFile(_Table):
-    principal: list[_PrincipalTable] = []
-    workspace: list[_WorkspaceTable] = []
-    grant: list[_GrantTable] = []
-
-
-# --- problems, located ------------------------------------------------------------------------
-
-Loc = tuple[str | int, ...]
-
-
-class _Problem(Exception):
-    def __init__(self, loc: Loc, reason: str) -> None:
-        super().__init__(reason)
-        self.loc, self.reason = loc, reason
-
-
-def _describe(loc: Loc, reason: str, raw: dict[str, Any]) -> str:
-    """``workspace "notes": symlinks: reason`` for a pydantic-style location in the document."""
-    head, rest = loc[:1], loc[1:]
-    if not head:
-        return reason
-    section = str(head[0])
-    if not rest or not isinstance(rest[0], int):
-        return f"{section}: {reason}"
-    index = rest[0]
-    items = raw.get(section)
-    item = items[index] if isinstance(items, list) and index < len(items) else None
-    name = item.get("name") if isinstance(item, dict) else None
-    try:  # a name is shown only if it is a valid one (so the message stays one clean line)
-        label = f'{section} "{_check_name(name)}"' if isinstance(name, str) else ""
-    except ValueError:
-        label = ""
-    label = label or f"{section} #{index + 1}"
-    fields = ".".join(str(part) for part in rest[1:] if isinstance(part, str))
-    return f"{label}: {fields}: {reason}" if fields else f"{label}: {reason}"
-
-
-def _reason(error: Any) -> str:
-    kind, loc = error["type"], error["loc"]
-    if kind == "extra_forbidden":
-        if loc and loc[-1] != "token_sha256" and "token" in str(loc[-1]).lower():
-            return (
-                "never store a token in clear; store its SHA-256 as token_sha256 "
-                '(e.g. printf %s "$TOKEN" | sha256sum)'
-            )
-        return "unknown key"
-    if kind == "missing":
-        return "required"
-    if kind == "literal_error":
-        return "must be " + str(error["ctx"]["expected"]).replace("'", '"')
-    if kind == "value_error":
-        return str(error["ctx"]["error"])
-    if kind == "list_type":
-        section = str(loc[0]) if len(loc) == 1 and loc[0] in _SECTIONS else None
-        return f"must be an array of tables ([[{section}]])" if section else "must be an array"
-    messages = {
-        "string_type": "must be a string",
-        "bool_type": "must be true or false",
-        "model_type": "must be a table",
-    }
-    return messages.get(kind, str(error["msg"]))
-
-
-# --- building a Policy ------------------------------------------------------------------------
-
-
-def _build(raw: dict[str, Any], lines: _KeyLines | None, source: str | None) -> Policy:
-    def fail(loc: Loc, reason: str) -> PolicyError:
-        line = lines.line_of(loc) if lines is not None else None
-        return PolicyError(_describe(loc, reason, raw), file=source, line=line)
-
-    try:
-        doc = _PolicyFile.model_validate(raw)
-    except ValidationError as exc:
-        errors = exc.errors()
-        first = min(errors, key=lambda e: lines.line_of(e["loc"]) if lines else 0)
-        raise fail(first["loc"], _reason(first)) from None
-    try:
-        return Policy._from_tables(doc, source, lines)
-    except _Problem as problem:
-        raise fail(problem.loc, problem.reason) from None
-
-
-def _unique(
-    values: Sequence[str | None], section: str, field: str, lines: _KeyLines | None
-) -> None:
-    seen: dict[str, int] = {}
-    for i, name in enumerate(values):
-        if name is None:
-            continue
-        if name in seen:
-            at = f" (line {lines.line_of((section, seen[name], field))})" if lines else ""
-            raise _Problem((section, i, field), f"same as {section} #{seen[name] + 1}{at}")
-        seen[name] = i
+def _check_path(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError("must be an absolute path")
+    if value == "/":
+        raise ValueError("must not be the filesystem root")
+    if not value.isprintable():
+        raise ValueError("must not contain control characters")
+    parts = value[1:].split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ValueError('must be normalized (no "//", ".", ".." or trailing "/")')
+    return value
 
 
 class Policy:
@@ -345,59 +200,6 @@ class Policy:
         self._grants = {(g.principal.name, g.workspace.name): g for g in grants}
 
     @classmethod
-    def _from_tables(cls, doc: _PolicyFile, source: str | None, lines: _KeyLines | None) -> Policy:
-        if not doc.workspace:
-            raise _Problem(("workspace",), "at least one [[workspace]] table is required")
-        _unique([p.name for p in doc.principal], "principal", "name", lines)
-        _unique([w.name for w in doc.workspace], "workspace", "name", lines)
-        _unique([p.token_sha256 for p in doc.principal], "principal", "token_sha256", lines)
-        local: str | None = None
-        for i, p in enumerate(doc.principal):
-            if p.token_sha256 is None and not p.local:
-                raise _Problem(("principal", i), "needs token_sha256 or local = true (or both)")
-            if p.local and local is not None:
-                raise _Problem(("principal", i, "local"), f'principal "{local}" is already local')
-            local = p.name if p.local else local
-        workspaces: list[Workspace] = []
-        for i, w in enumerate(doc.workspace):
-            try:  # the lexical layer's rules: a path no file:// URI could name is refused here
-                root = WorkspacePath(tuple(w.path[1:].split("/")))
-            except LexicalError as exc:
-                raise _Problem(("workspace", i, "path"), f"not usable: {exc}") from None
-            for j, other in enumerate(workspaces):
-                shorter = min(len(root.parts), len(other.root.parts))
-                if root.parts[:shorter] == other.root.parts[:shorter]:
-                    how = (
-                        "same folder as"
-                        if len(root.parts) == len(other.root.parts)
-                        else "nested with"
-                    )
-                    at = f" (line {lines.line_of(('workspace', j, 'path'))})" if lines else ""
-                    raise _Problem(("workspace", i, "path"), f'{how} workspace "{other.name}"{at}')
-            workspaces.append(Workspace(w.name, root, w.symlinks, w.sandbox))
-        principals = [Principal(p.name) for p in doc.principal]
-        by_principal = {p.name: p for p in principals}
-        by_workspace = {w.name: w for w in workspaces}
-        grants: list[WorkspaceGrant] = []
-        seen: set[tuple[str, str]] = set()
-        for i, g in enumerate(doc.grant):
-            if g.principal not in by_principal:
-                raise _Problem(("grant", i, "principal"), f'no principal named "{g.principal}"')
-            if g.workspace not in by_workspace:
-                raise _Problem(("grant", i, "workspace"), f'no workspace named "{g.workspace}"')
-            if (g.principal, g.workspace) in seen:
-                raise _Problem(
-                    ("grant", i), f'a second grant for "{g.principal}" on "{g.workspace}"'
-                )
-            seen.add((g.principal, g.workspace))
-            ops = frozenset(op for op in OPERATIONS if op in g.operations)
-            grants.append(WorkspaceGrant(by_principal[g.principal], by_workspace[g.workspace], ops))
-        token_hashes = {p.name: p.token_sha256 for p in doc.principal if p.token_sha256}
-        return cls(
-            principals, workspaces, grants, token_hashes=token_hashes, local=local, source=source
-        )
-
-    @classmethod
     def for_single_workspace(
         cls,
         path: str,
@@ -417,16 +219,36 @@ class Policy:
             _check_name(name)
         except ValueError:
             name = "workspace"
-        principal: dict[str, Any] = {"name": principal_name}
-        principal.update({"token_sha256": token_sha256} if token_sha256 else {"local": True})
-        raw: dict[str, Any] = {
-            "principal": [principal],
-            "workspace": [{"name": name, "path": path, "symlinks": symlinks, "sandbox": sandbox}],
-            "grant": [
-                {"principal": principal_name, "workspace": name, "operations": list(OPERATIONS)}
-            ],
-        }
-        return _build(raw, None, None)
+
+        def fail(field: str, why: str) -> PolicyError:
+            return PolicyError(f'workspace "{name}": {field}: {why}')
+
+        try:
+            _check_path(path)
+        except ValueError as exc:
+            raise fail("path", str(exc)) from None
+        try:
+            root = WorkspacePath(tuple(path[1:].split("/")))
+        except LexicalError as exc:
+            raise fail("path", f"not usable: {exc}") from None
+        if symlinks not in get_args(SymlinkPolicy) or sandbox not in get_args(SandboxLevel):
+            raise fail("symlinks/sandbox", "unknown value")
+        try:
+            _check_name(principal_name)
+            if token_sha256 is not None:
+                token_sha256 = _check_hash(token_sha256)
+        except ValueError as exc:
+            raise PolicyError(f'principal "{principal_name}": {exc}') from None
+        principal = Principal(principal_name)
+        workspace = Workspace(name, root, symlinks, sandbox)
+        grant = WorkspaceGrant(principal, workspace, frozenset(OPERATIONS))
+        return cls(
+            [principal],
+            [workspace],
+            [grant],
+            token_hashes={principal_name: token_sha256} if token_sha256 else None,
+            local=None if token_sha256 else principal_name,
+        )
 
     # --- authentication -----------------------------------------------------------------------
 
@@ -490,140 +312,11 @@ class Policy:
 
 
 def load_policy(path: str) -> Policy:
-    """Read and validate a policy file; PolicyError names the file, line and field of a problem."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise PolicyError(f"cannot read: {exc.strerror}", file=path) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise PolicyError("not valid UTF-8", file=path, line=line) from None
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        found = re.search(r"\(at line (\d+), column (\d+)\)$", str(exc))
-        line = int(found.group(1)) if found else 1
-        reason = str(exc)[: found.start()].strip() if found else str(exc)
-        column = f" (column {found.group(2)})" if found else ""
-        raise PolicyError(f"invalid TOML: {reason}{column}", file=path, line=line) from None
-    return _build(raw, _KeyLines(text), path)
+    """Read and validate a policy file; PolicyError names the file, line and field of a problem.
 
+    The file format (pydantic models, the TOML key scanner) lives in policy_file.py, imported only
+    here so that zero-config start-up does not pay for it.
+    """
+    from .policy_file import load_policy_file
 
-# --- where keys are: tomllib reports no positions, so scan the text for them -----------------
-
-_BARE = re.compile(r"[A-Za-z0-9_-]+")
-
-
-class _KeyLines:
-    """Line numbers of table headers and keys in a TOML text that tomllib has already accepted."""
-
-    def __init__(self, text: str) -> None:
-        self._entries: list[tuple[Loc, int]] = []
-        arrays: dict[tuple[str, ...], int] = {}
-        table: Loc = ()
-        string: str | None = None  # the delimiter while inside a multi-line string
-        depth = 0  # open [ / { inside a multi-line value
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if string is not None or depth > 0:
-                string, depth = _scan_value(line, 0, string, depth)
-                continue
-            stripped = line.lstrip()
-            start = len(line) - len(stripped)
-            if not stripped or stripped.startswith("#"):
-                continue
-            if stripped.startswith("["):
-                is_array = stripped.startswith("[[")
-                parsed = _parse_key(line, start + (2 if is_array else 1))
-                if parsed is not None:
-                    table = _resolve(parsed[0], arrays, is_array)
-                    self._entries.append((table, lineno))
-                continue
-            parsed = _parse_key(line, start)
-            if parsed is None or not line[parsed[1] :].lstrip().startswith("="):
-                continue
-            self._entries.append(((*table, *parsed[0]), lineno))
-            value_at = line.index("=", parsed[1]) + 1
-            string, depth = _scan_value(line, value_at, None, 0)
-
-    def line_of(self, loc: Sequence[str | int]) -> int:
-        """The line of the deepest known key or header on the way to ``loc`` (1 if none)."""
-        best, best_len = 1, 0
-        for key, lineno in self._entries:
-            if len(key) > best_len and tuple(loc[: len(key)]) == key:
-                best, best_len = lineno, len(key)
-        return best
-
-
-def _resolve(parts: tuple[str, ...], arrays: dict[tuple[str, ...], int], is_array: bool) -> Loc:
-    out: list[str | int] = []
-    for i, part in enumerate(parts):
-        out.append(part)
-        prefix = parts[: i + 1]
-        if is_array and i == len(parts) - 1:
-            arrays[prefix] = arrays.get(prefix, -1) + 1
-            out.append(arrays[prefix])
-        elif prefix in arrays:
-            out.append(arrays[prefix])
-    return tuple(out)
-
-
-def _parse_key(line: str, i: int) -> tuple[tuple[str, ...], int] | None:
-    """A dotted key starting at ``line[i]``: its parts and the index just after it."""
-    parts: list[str] = []
-    while True:
-        while i < len(line) and line[i] in " \t":
-            i += 1
-        if i < len(line) and line[i] in "\"'":
-            end = line.find(line[i], i + 1)
-            while line[i] == '"' and end > 0 and line[end - 1] == "\\":
-                end = line.find('"', end + 1)
-            if end < 0:
-                return None
-            parts.append(line[i + 1 : end])
-            i = end + 1
-        else:
-            match = _BARE.match(line, i)
-            if match is None:
-                return None
-            parts.append(match.group())
-            i = match.end()
-        while i < len(line) and line[i] in " \t":
-            i += 1
-        if i >= len(line) or line[i] != ".":
-            return tuple(parts), i
-        i += 1
-
-
-def _scan_value(line: str, i: int, string: str | None, depth: int) -> tuple[str | None, int]:
-    """Continue scanning a value: returns (open multi-line string delimiter, bracket depth)."""
-    while i < len(line):
-        if string is not None:
-            if string == '"""' and line[i] == "\\":
-                i += 2
-            elif line.startswith(string, i):
-                i += 3
-                while i < len(line) and line[i] == string[0]:
-                    i += 1
-                string = None
-            else:
-                i += 1
-            continue
-        c = line[i]
-        if c == "#":
-            break
-        if c in "\"'":
-            if line.startswith(c * 3, i):
-                string, i = c * 3, i + 3
-                continue
-            i += 1
-            while i < len(line) and line[i] != c:
-                i += 2 if c == '"' and line[i] == "\\" else 1
-        elif c in "[{":
-            depth += 1
-        elif c in "]}":
-            depth -= 1
-        i += 1
-    return string, depth
+    return load_policy_file(path)

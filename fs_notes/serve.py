@@ -10,19 +10,20 @@ import logging
 import os
 import sqlite3
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .app import build_dispatcher, build_methods
 from .cli import ConfigError
 from .confirm.audit import AuditLog
 from .confirm.replay import ReplayStore, default_replay_path
 from .confirm.state import KeyFileError, KeyRing, StateSealer
 from .fs import FsError, WorkspaceRoot
 from .policy import NotAuthenticated, Policy, PolicyError, Principal, hash_token, load_policy
-from .protocol.dispatch import Dispatcher
-from .tools import read_tools, resources, write_tools
-from .tools.context import IdRules, NotesEnv, WorkspaceRoots
-from .tools.delete import DeleteTool, DirectDeleter, NoteDeleter
-from .tools.summarize import SummarizeTool
+from .protocol.dispatch import Dispatcher, LazyDispatcher
+
+if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first answer
+    from .tools.context import IdRules, NotesEnv, WorkspaceRoots
+    from .tools.delete import NoteDeleter
+    from .tools.write_tools import NoteWriter
 
 log = logging.getLogger("fs_notes.serve")
 
@@ -147,11 +148,17 @@ def build_server(
     confirm: ConfirmParts,
     *,
     deleter: NoteDeleter | None = None,
-    writer: write_tools.NoteWriter | None = None,
+    writer: NoteWriter | None = None,
     ids: IdRules | None = None,
 ) -> tuple[Dispatcher, NotesEnv]:
     """The dispatcher and tool state for these roots. `serve` passes the defaults for `ids`
     (the lexical layer); only the escape exercises' knock-out target passes other rules."""
+    from .app import build_dispatcher, build_methods
+    from .tools import read_tools, resources, write_tools
+    from .tools.context import NotesEnv
+    from .tools.delete import DeleteTool, DirectDeleter
+    from .tools.summarize import SummarizeTool
+
     env = NotesEnv(policy, roots, ids)
     delete = DeleteTool(
         env, confirm.sealer, confirm.replay, confirm.audit, deleter or DirectDeleter(env)
@@ -179,16 +186,24 @@ def serve(args: argparse.Namespace) -> int:
     roots = open_roots(policy)
     port = (bind.port or _free_port(bind.host)) if bind is not None else None
     self_confined = _confine_self(args, policy, confirm, port)  # before any thread starts
+    from .discovery import discover_method
     from .tools.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 
     os_layer = OsLayer(policy, allow_unconfined=args.allow_unconfined, self_confined=self_confined)
-    dispatcher, _env = build_server(
-        policy,
-        roots,
-        confirm,
-        deleter=ConfinedDeleters(os_layer),
-        writer=ConfinedWriters(os_layer),
-    )
+
+    def build() -> Dispatcher:
+        full, _env = build_server(
+            policy,
+            roots,
+            confirm,
+            deleter=ConfinedDeleters(os_layer),
+            writer=ConfinedWriters(os_layer),
+        )
+        return full
+
+    # server/discover is answered at once; the tools (and pydantic) load just after.
+    dispatcher = LazyDispatcher({"server/discover": discover_method(resources=True)}, build)
+    dispatcher.warm_up(1.0)
     for ws in policy.workspaces:
         log.warning(
             "serving workspace %s (%s) with resolver %s",

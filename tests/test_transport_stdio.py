@@ -75,3 +75,40 @@ def test_a_lone_surrogate_in_a_request_does_not_silence_the_server(tmp_path: Pat
         )
         assert server.recv()["error"]["code"] == -32602
         assert server.ask(request(2, "server/discover"))["result"]["resultType"] == "complete"
+
+
+def test_the_first_discover_is_answered_before_pydantic_and_the_tools_load(tmp_path: Path) -> None:
+    """Cold start (issue #2): server/discover needs no model building; the tools load after."""
+    import subprocess
+    import sys
+
+    from wire import REPO, child_env
+
+    line = (
+        b'{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{'
+        b'"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+        b'"io.modelcontextprotocol/clientCapabilities":{}}}}\n'
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "fs_notes",
+            "serve",
+            str(tmp_path),
+            "--replay-db",
+            str(tmp_path / "r.db"),
+        ],
+        input=line,
+        capture_output=True,
+        timeout=60,
+        cwd=REPO,
+        env=child_env(),
+    )
+    assert proc.returncode == 0
+    assert b'"supportedVersions"' in proc.stdout
+    imported = proc.stderr.decode()
+    assert "fs_notes.discovery" in imported
+    assert "pydantic" not in imported and "fs_notes.tools.read_tools" not in imported

@@ -31,7 +31,6 @@ from typing import Any
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import Notification, Request, RequestId, error_response, result_response
 from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
-from ..protocol.models import tool_error
 from .messages import ClientResponse
 from .translate import ADAPTER_PARAMS, legacy_result, modern_params, outbound_params, refusal
 
@@ -117,6 +116,8 @@ class LegacySession:
             log.warning("legacy request %r: %s", msg.id, exc)
             if msg.method == "tools/call":
                 text = f"Nothing was done: {exc}."
+                from ..protocol.models import tool_error  # pydantic: not on the start-up path
+
                 return result_response(msg.id, legacy_result(tool_error(text)))
             return error_response(msg.id, ProtocolError(INTERNAL_ERROR, "Internal error"))
         except ProtocolError as err:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -17,8 +18,7 @@ from typing import Any, Protocol
 
 from .envelope import Notification, Request, error_response, result_response
 from .errors import INTERNAL_ERROR, METHOD_NOT_FOUND, ProtocolError
-from .meta import RequestMeta, read_meta, unsupported_version
-from .models import RESULT_META
+from .meta import RESULT_META, RequestMeta, read_meta, unsupported_version
 
 log = logging.getLogger("fs_notes.protocol")
 
@@ -102,3 +102,49 @@ class Dispatcher:
         if "resultType" not in result or "_meta" not in result:
             result = {"resultType": "complete", "_meta": RESULT_META, **result}
         return result
+
+
+class LazyDispatcher(Dispatcher):
+    """Answers the `early` methods (server/discover) at once and builds the full dispatcher on
+    first need, or when `warm_up` is called. Keeps pydantic and the tool modules off the
+    start-up path: a client's first request is answered before they are imported."""
+
+    def __init__(self, early: dict[str, Method], build: Callable[[], Dispatcher]) -> None:
+        super().__init__(early)
+        self._early = early
+        self._build = build
+        self._full: Dispatcher | None = None
+        self._lock = threading.Lock()
+
+    def full(self) -> Dispatcher:
+        with self._lock:
+            if self._full is None:
+                self._full = self._build()
+            return self._full
+
+    def warm_up(self, delay: float) -> None:
+        """Build in a background thread after `delay` seconds (so it does not slow the first
+        answer), unless a request needed it first."""
+        timer = threading.Timer(delay, self.full)
+        timer.daemon = True
+        timer.start()
+
+    def method(self, name: str) -> Method | None:
+        return self._early.get(name) or self.full().method(name)
+
+    def handle(
+        self, msg: Request | Notification, principal: Principal, transport: str
+    ) -> dict[str, Any] | None:
+        if isinstance(msg, Request) and msg.method not in self._early:
+            return self.full().handle(msg, principal, transport)
+        return super().handle(msg, principal, transport)
+
+    async def handle_async(
+        self, msg: Request | Notification, principal: Principal, transport: str
+    ) -> dict[str, Any] | None:
+        if isinstance(msg, Request) and msg.method not in self._early:
+            full = self._full
+            if full is None:
+                full = await asyncio.get_running_loop().run_in_executor(None, self.full)
+            return await full.handle_async(msg, principal, transport)
+        return super().handle(msg, principal, transport)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import __version__
 from .errors import INVALID_PARAMS, MISSING_CAPABILITY, UNSUPPORTED_VERSION, ProtocolError
 
 PROTOCOL_VERSION = "2026-07-28"
@@ -20,6 +21,11 @@ VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+
+# Plain data (no pydantic) so that answering server/discover needs no model building at start-up;
+# protocol/models.py checks that its Implementation model dumps to exactly this.
+SERVER_INFO: dict[str, Any] = {"name": "fs-notes", "version": __version__, "title": "fs-notes"}
+RESULT_META: dict[str, Any] = {SERVER_INFO_KEY: SERVER_INFO}
 
 
 @dataclass(frozen=True, slots=True)

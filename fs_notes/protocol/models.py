@@ -12,9 +12,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .. import __version__
 from .errors import INVALID_PARAMS, ProtocolError
-from .meta import SERVER_INFO_KEY
+from .meta import RESULT_META as RESULT_META
+from .meta import SERVER_INFO as SERVER_INFO_DICT
 
 
 class _Wire(BaseModel):
@@ -36,8 +36,8 @@ class Implementation(_Wire):
     title: str | None = None
 
 
-SERVER_INFO = Implementation(name="fs-notes", version=__version__, title="fs-notes")
-RESULT_META: dict[str, Any] = {SERVER_INFO_KEY: SERVER_INFO.wire()}
+SERVER_INFO = Implementation.model_validate(SERVER_INFO_DICT)
+assert SERVER_INFO.wire() == SERVER_INFO_DICT
 
 
 # -- params ------------------------------------------------------------------------------------
