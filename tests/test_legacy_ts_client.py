@@ -38,7 +38,7 @@ def _unavailable(why: str) -> NoReturn:
 def ts_client() -> tuple[str, Path]:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        pytest.skip("node and npm are not installed")
+        _unavailable("node and npm are not installed")
     digest = hashlib.sha256(b"".join((PROJECT / f).read_bytes() for f in FILES)).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fs-notes-tests"
     home = cache / f"ts-client-{digest}"
