@@ -3,13 +3,15 @@
 Usage: .venv/bin/python benchmarks/sandbox.py [--iterations N] [--mode landlock|chroot|none]
 
 All loops delete freshly created files in the same temporary workspace; the worker path is the
-full thing (JSON request over the socketpair, openat2 resolution, identity check, unlinkat,
+full thing (binary request over the socketpair, openat2 resolution, identity check, unlinkat,
 reply). A third loop runs the same WorkspaceRoot.unlink_note in process, so the sandbox's own
 share (worker - in process) is visible apart from layer 2's. (Layer 2 no longer fsyncs the
 folder after an unlink: that fsync, a durability and not a containment property, cost 0.1-4 ms
 per deletion on this VM's disk and dominated every earlier run.) Targets: median <= 100 us and
-<= 15x the raw unlink. The floor is two context switches over the socketpair (~20 us here) plus
-layer 2 (~15 us); on a shared 2-core machine the medians move by +-20 us from run to run.
+<= 15x the raw unlink. The floor is a ping-pong over the socketpair between two Python processes
+(~15 us here) plus layer 2 in the worker (~15-25 us); the wire format and the supervisor add
+~5 us (no poll, fcntl or waitpid per request: see sandbox/protocol.py). On a shared 2-core
+machine the medians move by +-20 us from run to run.
 Exits 1 when a target is missed, 2 when the mode cannot run here.
 """
 

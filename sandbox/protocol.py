@@ -1,13 +1,49 @@
-"""The supervisor <-> worker wire format: length-prefixed JSON objects over a socketpair.
+"""The supervisor <-> worker wire format: length-prefixed binary frames over a socketpair.
 
-Guarantees: a frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON whose
-top level is an object; frames longer than the receiver's bound are refused before they are read
-(`ProtocolError`), as are truncated frames, bad JSON and non-objects. A clean end of stream
-between frames is reported as `None`, never as a frame. `parse_request` accepts only the ops a
-worker of the given kind may run, with fields of the right types and sizes; the debug op
-`unlink_raw`, `create_raw`, `read_raw` (a bare os.unlink / exclusive create / read with no
-resolution checks, for proving the OS layer alone) and `sleep` exist only when the worker was
-started with its debug flag.
+Frames: a 4-byte big-endian length N, then N bytes of body, 0 < N <= the receiver's bound
+(`MAX_REQUEST` in the worker, `MAX_REPLY` in the supervisor). All integers are big-endian.
+Binary rather than JSON because the round trip is on every deletion: building, encoding, parsing
+and validating a JSON delete and its reply took ~12 us of it, this layout ~2 us.
+
+Request body (supervisor -> worker), one fixed 60-byte head, then the path, then a tail:
+
+    op u8 | flags u8 | path_len u16 | dev u64 | ino u64 | size u64 |
+    mtime_hi i64 | mtime_lo u64 | ctime_hi i64 | ctime_lo u64 | path | tail
+
+- op: 1 delete, 2 create, 3 update; debug only: 0x81 unlink_raw, 0x82 create_raw, 0x83 read_raw
+  (a bare os.unlink / exclusive create / read with no resolution checks, for proving the OS layer
+  alone) and 0x84 sleep.
+- flags: bit 0 `HAS_IDENTITY` (the identity fields are meaningful; without it they must all be
+  zero), bit 1 `HAS_DIR_FD`; no other bit. delete takes exactly HAS_IDENTITY, update may take it,
+  the raw ops may take HAS_DIR_FD, create and sleep take none.
+- identity: a time is the signed 128-bit integer hi * 2**64 + lo (nanoseconds); the accepted
+  ranges are those of `Identity.from_json`: dev and ino < 2**64, size < 2**63, times in
+  [-2**96, 2**96).
+- path: the relpath (or the raw ops' path), 1..`MAX_RELPATH` characters without NUL, encoded as
+  UTF-8 with surrogatepass so that every Python str crosses unchanged; empty for sleep.
+- tail: delete nothing; create and update the note's bytes, as they are; a raw op with
+  HAS_DIR_FD the fd as u32 (< 2**31), else nothing; sleep the seconds as f64 in [0, 60].
+
+Reply body (worker -> supervisor): a status byte, then its payload: 0 OK (nothing; for create
+and update the new identity, 56 bytes laid out as in requests), 1 FS_ERROR (the name of an
+`fs_notes.fs.errors` class, 1..64 ASCII bytes), 2 OS_ERROR (errno u32), 3 BAD_REQUEST and
+4 INTERNAL_ERROR (nothing). The worker's first frame is the one exception: its start-up report,
+a UTF-8 JSON object (the hello, or the ConfinementError that stopped it), read once.
+
+Guarantees: a frame length out of bounds is refused before the body is read, as is a stream that
+ends inside a frame (`ProtocolError`; such a stream cannot be resynchronised, so the worker exits
+and the supervisor kills its worker). A clean end of stream between frames is reported as `None`,
+never as a frame. `parse_request` accepts only the ops a worker of the given kind may run (the
+debug ops only when the worker was started with its debug flag), each in exactly the layout above:
+every byte of the body is accounted for, fields out of range or flags an op does not take are
+refused (`ProtocolError`; the frame was delimited, so the worker answers BAD_REQUEST and stays in
+step). `decode_reply` likewise accepts only the reply layouts above. `Channel` keeps its socket
+blocking and bounds every send and recv by the deadline `arm` set, with the kernel's
+SO_RCVTIMEO/SO_SNDTIMEO, which it changes only when the timeout does: an exchange costs one
+send and one recv, no poll and no fcntl. A call overruns the deadline by at most `SLACK` (unless
+a signal interrupts it: CPython then restarts it, with the whole kernel timeout again), and a
+peer that trickles bytes cannot stretch it. Sending to a closed peer raises `PeerClosed` when no
+byte of the frame went out, so the caller knows the peer never saw it.
 
 Does not: authenticate the peer (the socketpair is private to the two processes) or make any
 policy decision about paths (relpaths are checked by `fs_notes.fs` inside the worker).
@@ -15,22 +51,24 @@ policy decision about paths (relpaths are checked by `fs_notes.fs` inside the wo
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
+import math
 import socket
 import struct
 import time
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
-#: Largest request frame a worker reads (note content travels base64-encoded).
+from fs_notes.fs.identity import Identity
+
+#: Largest request body a worker reads (a note's bytes travel as they are).
 MAX_REQUEST: Final = 8 * 1024 * 1024
-#: Largest reply frame the supervisor reads.
+#: Largest reply body the supervisor reads (the start-up report is the largest).
 MAX_REPLY: Final = 64 * 1024
+#: Longest relpath, in characters (UTF-8 needs at most four bytes for each).
 MAX_RELPATH: Final = 4096
-
-_HEADER = struct.Struct(">I")
+MAX_ERROR_NAME: Final = 64
+#: How far a blocking call may overrun the deadline before the kernel timeout is shortened.
+SLACK: Final = 0.005
 
 Kind = Literal["delete", "write"]
 Mode = Literal["landlock", "chroot", "none"]
@@ -41,129 +79,422 @@ OPS_BY_KIND: Final[dict[str, frozenset[str]]] = {
 RAW_OPS: Final = frozenset({"unlink_raw", "create_raw", "read_raw"})
 DEBUG_OPS: Final = RAW_OPS | {"sleep"}
 
+OP_CODES: Final[dict[str, int]] = {
+    "delete": 0x01,
+    "create": 0x02,
+    "update": 0x03,
+    "unlink_raw": 0x81,
+    "create_raw": 0x82,
+    "read_raw": 0x83,
+    "sleep": 0x84,
+}
+_OP_NAMES: Final = {code: op for op, code in OP_CODES.items()}
+
+HAS_IDENTITY: Final = 0x01
+HAS_DIR_FD: Final = 0x02
+_FLAGS_BY_OP: Final[dict[str, frozenset[int]]] = {
+    "delete": frozenset({HAS_IDENTITY}),
+    "create": frozenset({0}),
+    "update": frozenset({0, HAS_IDENTITY}),
+    "unlink_raw": frozenset({0, HAS_DIR_FD}),
+    "create_raw": frozenset({0, HAS_DIR_FD}),
+    "read_raw": frozenset({0, HAS_DIR_FD}),
+    "sleep": frozenset({0}),
+}
+
+OK: Final = 0
+FS_ERROR: Final = 1
+OS_ERROR: Final = 2
+BAD_REQUEST: Final = 3
+INTERNAL_ERROR: Final = 4
+
+_LENGTH = struct.Struct(">I")
+HEADER_SIZE: Final = _LENGTH.size
+_IDENTITY = struct.Struct(">QQQqQqQ")
+IDENTITY_SIZE: Final = _IDENTITY.size
+_REQUEST = struct.Struct(">BBH" + _IDENTITY.format[1:])
+_FRAMED_REQUEST = struct.Struct(">IBBH" + _IDENTITY.format[1:])
+REQUEST_HEAD_SIZE: Final = _REQUEST.size
+_NO_IDENTITY: Final = (0, 0, 0, 0, 0, 0, 0)
+_U32 = struct.Struct(">I")
+_F64 = struct.Struct(">d")
+_TIMEVAL = struct.Struct("@ll")  # struct timeval on LP64 Linux (x86-64, arm64)
+
+_LOW64: Final = (1 << 64) - 1
+_SIZE_END: Final = 1 << 63
+_TIME_END: Final = 1 << 96  # the ranges of fs_notes.fs.identity.Identity.from_json
+_MAX_FD: Final = (1 << 31) - 1
+_U32_MAX: Final = (1 << 32) - 1
+_MAX_TIMEVAL: Final = float(1 << 31)  # longer timeouts are clamped (68 years)
+_MAX_SLEEP: Final = 60.0
+_CHUNK: Final = 65536
+_NOSIGNAL: Final = getattr(socket, "MSG_NOSIGNAL", 0)
+
 
 class ProtocolError(Exception):
     """A malformed, oversized or truncated frame, or a request this worker does not accept."""
 
 
-HEADER_SIZE: Final = _HEADER.size
+class OversizedRequest(ProtocolError):
+    """The request would exceed MAX_REQUEST (refused before it is built)."""
 
 
-# One encoder for every frame: json.dumps with non-default options builds a new encoder per call,
-# which is a measurable share of a ~100 us round trip.
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+class PeerClosed(ConnectionError):
+    """The other end was closed before any byte of this frame was sent."""
 
 
-def encode(message: dict[str, Any]) -> bytes:
-    body = _ENCODE(message).encode("utf-8")
-    return _HEADER.pack(len(body)) + body
+# -- framing ---------------------------------------------------------------------------------
+
+
+def frame(body: bytes) -> bytes:
+    return _LENGTH.pack(len(body)) + body
+
+
+def json_frame(message: dict[str, Any]) -> bytes:
+    """The worker's start-up report: a UTF-8 JSON object."""
+    return frame(json.dumps(message, separators=(",", ":")).encode("utf-8"))
+
+
+def decode_json_object(body: bytes) -> dict[str, Any]:
+    try:
+        message = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError("frame is not UTF-8 JSON") from exc
+    if not isinstance(message, dict):
+        raise ProtocolError("frame is not a JSON object")
+    return message
+
+
+def _timeval(seconds: float) -> bytes:
+    seconds = min(seconds, _MAX_TIMEVAL)
+    whole = int(seconds)
+    micros = int((seconds - whole) * 1_000_000)
+    return _TIMEVAL.pack(whole, max(micros, 1) if whole == 0 else micros)  # 0 means "forever"
 
 
 class Channel:
-    """One end of the socketpair: send a frame, receive a frame (with an optional deadline)."""
+    """One end of the socketpair: send a frame, receive a frame, both within a deadline."""
 
     def __init__(self, sock: socket.socket, max_incoming: int) -> None:
+        sock.setblocking(True)  # timeouts are the kernel's: see arm()
         self.sock = sock
         self.max_incoming = max_incoming
-        self._buf = bytearray()
+        self._pending = b""  # bytes received past the last frame
+        self._armed = 0.0  # the kernel timeout the socket has now (0: none)
+        self._deadline: float | None = None
 
-    def send(self, message: dict[str, Any]) -> None:
-        self.sock.sendall(encode(message))
+    def arm(self, timeout: float) -> None:
+        """Bound every send and recv from now on to end within `timeout` seconds (> 0)."""
+        if timeout != self._armed:
+            self._set_kernel_timeout(timeout)
+        self._deadline = time.monotonic() + timeout
 
-    def _fill(self, deadline: float | None) -> bool:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("no reply before the deadline")
-            self.sock.settimeout(remaining)
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            return False
-        self._buf += chunk
-        return True
+    def _set_kernel_timeout(self, seconds: float) -> None:
+        timeval = _timeval(seconds)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+        self._armed = seconds
 
-    def recv(self, deadline: float | None = None) -> dict[str, Any] | None:
-        """The next frame, or None on end of stream at a frame boundary."""
-        while len(self._buf) < _HEADER.size:
-            if not self._fill(deadline):
-                if self._buf:
-                    raise ProtocolError("stream ended inside a frame header")
-                return None
-        (length,) = _HEADER.unpack_from(self._buf)
-        if length > self.max_incoming:
-            raise ProtocolError(f"frame of {length} bytes exceeds {self.max_incoming}")
-        end = _HEADER.size + length
-        while len(self._buf) < end:
-            if not self._fill(deadline):
-                raise ProtocolError("stream ended inside a frame")
-        body = bytes(self._buf[_HEADER.size : end])
-        del self._buf[:end]
+    def _bound(self) -> None:
+        """Before a blocking call: refuse past the deadline, and keep the kernel timeout
+        from overrunning it by more than SLACK."""
+        if self._deadline is None:
+            return
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("deadline passed")
+        if self._armed - remaining > SLACK:
+            self._set_kernel_timeout(remaining)
+
+    @property
+    def pending(self) -> int:
+        """Bytes received beyond the last frame (0 in a lock-step exchange)."""
+        return len(self._pending)
+
+    def send(self, data: bytes) -> None:
+        """Send one frame entirely; PeerClosed if the other end was gone before the first byte."""
+        self._bound()
         try:
-            message = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise ProtocolError("frame is not UTF-8 JSON") from exc
-        if not isinstance(message, dict):
-            raise ProtocolError("frame is not a JSON object")
-        return message
+            sent = self.sock.send(data, _NOSIGNAL)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise PeerClosed("the other end is closed") from exc
+        except BlockingIOError as exc:  # SO_SNDTIMEO ran out
+            raise TimeoutError("deadline passed while sending") from exc
+        if sent < len(data):
+            self._send_rest(memoryview(data)[sent:])
+
+    def _send_rest(self, view: memoryview) -> None:
+        while view:
+            self._bound()
+            try:
+                view = view[self.sock.send(view, _NOSIGNAL) :]
+            except BlockingIOError as exc:
+                raise TimeoutError("deadline passed while sending") from exc
+
+    def _read(self) -> bytes:
+        self._bound()
+        try:
+            return self.sock.recv(_CHUNK)
+        except BlockingIOError as exc:  # SO_RCVTIMEO ran out
+            raise TimeoutError("no reply before the deadline") from exc
+
+    def recv(self) -> bytes | None:
+        """The next frame's body, or None on end of stream at a frame boundary."""
+        buf = self._pending
+        if not buf:
+            buf = self._read()
+            if not buf:
+                return None
+        while len(buf) < HEADER_SIZE:
+            more = self._read()
+            if not more:
+                raise ProtocolError("stream ended inside a frame header")
+            buf += more
+        (length,) = _LENGTH.unpack_from(buf)
+        if not 0 < length <= self.max_incoming:
+            raise ProtocolError(f"frame of {length} bytes is outside (0, {self.max_incoming}]")
+        end = HEADER_SIZE + length
+        if len(buf) >= end:
+            self._pending = buf[end:]
+            return buf[HEADER_SIZE:end]
+        self._pending = b""
+        return self._read_rest(buf[HEADER_SIZE:], length)
+
+    def _read_rest(self, head: bytes, length: int) -> bytes:
+        """The rest of a frame longer than what has arrived, read into place."""
+        body = bytearray(length)
+        body[: len(head)] = head
+        have = len(head)
+        with memoryview(body) as view:
+            while have < length:
+                self._bound()
+                try:
+                    got = self.sock.recv_into(view[have:])
+                except BlockingIOError as exc:
+                    raise TimeoutError("no reply before the deadline") from exc
+                if got == 0:
+                    raise ProtocolError("stream ended inside a frame")
+                have += got
+        return bytes(body)
 
 
-@dataclass(frozen=True)
-class Request:
+# -- identities ------------------------------------------------------------------------------
+
+
+def _identity_fields(ident: Identity) -> tuple[int, ...]:
+    m, c = ident.mtime_ns, ident.ctime_ns
+    return (ident.dev, ident.ino, ident.size, m >> 64, m & _LOW64, c >> 64, c & _LOW64)
+
+
+def encode_identity(ident: Identity) -> bytes:
+    return _IDENTITY.pack(*_identity_fields(ident))
+
+
+def _identity(dev: int, ino: int, size: int, mhi: int, mlo: int, chi: int, clo: int) -> Identity:
+    mtime, ctime = (mhi << 64) | mlo, (chi << 64) | clo
+    if (
+        size >= _SIZE_END
+        or not -_TIME_END <= mtime < _TIME_END
+        or not -_TIME_END <= ctime < _TIME_END
+    ):
+        raise ProtocolError("identity out of range")
+    return Identity(dev, ino, size, mtime, ctime)
+
+
+def decode_identity(data: bytes) -> Identity:
+    if len(data) != IDENTITY_SIZE:
+        raise ProtocolError("an identity is 56 bytes")
+    return _identity(*_IDENTITY.unpack(data))
+
+
+# -- requests --------------------------------------------------------------------------------
+
+
+class Request(NamedTuple):
     op: str
     relpath: str = ""
-    expected: list[int] | None = None
-    data: bytes | None = None
+    expected: Identity | None = None
+    data: bytes = b""
     dir_fd: int | None = None  # raw ops only
     seconds: float = 0.0  # sleep only
 
 
-def _relpath(message: dict[str, Any], key: str = "relpath") -> str:
-    value = message.get(key)
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_RELPATH or "\0" in value:
-        raise ProtocolError(f"{key} must be a non-empty string without NUL")
-    return value
+def _encode_path(relpath: str) -> bytes:
+    if type(relpath) is not str or not 0 < len(relpath) <= MAX_RELPATH or "\0" in relpath:
+        raise ProtocolError("relpath must be a non-empty string without NUL")
+    return relpath.encode("utf-8", "surrogatepass")
 
 
-def _identity(value: object) -> list[int]:
-    # Shape only; fs_notes.fs.Identity.from_json checks the ranges.
-    if not isinstance(value, list) or len(value) != 5 or not all(type(v) is int for v in value):
-        raise ProtocolError("expected must be a list of five integers")
-    return list(value)
-
-
-def _data(value: object) -> bytes:
-    if not isinstance(value, str):
-        raise ProtocolError("data must be a base64 string")
+def _pack_head(op: str, flags: int, path: bytes, expected: Identity | None, tail: int) -> bytes:
+    size = REQUEST_HEAD_SIZE + len(path) + tail
+    if size > MAX_REQUEST:
+        raise OversizedRequest(f"request of {size} bytes exceeds {MAX_REQUEST}")
     try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise ProtocolError("data is not valid base64") from exc
+        fields = _NO_IDENTITY if expected is None else _identity_fields(expected)
+        return _FRAMED_REQUEST.pack(size, OP_CODES[op], flags, len(path), *fields)
+    except (struct.error, AttributeError, TypeError) as exc:
+        raise ProtocolError("identity cannot be encoded") from exc
 
 
-def parse_request(message: dict[str, Any], kind: str, debug: bool) -> Request:
-    """Validate a request for a worker of `kind`; raises ProtocolError."""
-    op = message.get("op")
-    allowed = OPS_BY_KIND[kind] | (DEBUG_OPS if debug else frozenset())
-    if not isinstance(op, str) or op not in allowed:
-        raise ProtocolError("operation not accepted by this worker")
-    if op == "delete":
-        return Request(op, _relpath(message), expected=_identity(message.get("expected")))
-    if op == "create":
-        return Request(op, _relpath(message), data=_data(message.get("data")))
-    if op == "update":
-        raw = message.get("expected")
-        expected = None if raw is None else _identity(raw)
-        return Request(op, _relpath(message), expected=expected, data=_data(message.get("data")))
+def encode_delete(relpath: str, expected: Identity) -> bytes:
+    """The framed delete request (the hot path: one pack, one concatenation)."""
+    path = _encode_path(relpath)
+    return _pack_head("delete", HAS_IDENTITY, path, expected, 0) + path
+
+
+def encode_write(
+    op: Literal["create", "update"], relpath: str, data: bytes, expected: Identity | None = None
+) -> bytes:
+    """A framed create or update request; OversizedRequest past MAX_REQUEST."""
+    path = _encode_path(relpath)
+    flags = 0 if expected is None else HAS_IDENTITY
+    return b"".join((_pack_head(op, flags, path, expected, len(data)), path, data))
+
+
+def encode_raw(op: str, path: str, dir_fd: int | None = None) -> bytes:
+    """A framed debug raw op (unlink_raw, create_raw, read_raw)."""
+    if op not in RAW_OPS:
+        raise ProtocolError(f"{op!r} is not a raw op")
+    encoded = _encode_path(path)
+    if dir_fd is None:
+        return _pack_head(op, 0, encoded, None, 0) + encoded
+    try:
+        tail = _U32.pack(dir_fd)
+    except struct.error as exc:
+        raise ProtocolError("dir_fd must be a non-negative integer") from exc
+    return _pack_head(op, HAS_DIR_FD, encoded, None, len(tail)) + encoded + tail
+
+
+def encode_sleep(seconds: float) -> bytes:
+    """The framed debug sleep request."""
+    try:
+        tail = _F64.pack(seconds)
+    except struct.error as exc:
+        raise ProtocolError("seconds must be a number") from exc
+    return _pack_head("sleep", 0, b"", None, len(tail)) + tail
+
+
+def _allowed(kind: str, debug: bool) -> frozenset[int]:
+    ops = OPS_BY_KIND[kind] | (DEBUG_OPS if debug else frozenset())
+    return frozenset(OP_CODES[op] for op in ops)
+
+
+_ALLOWED: Final = {(k, d): _allowed(k, d) for k in OPS_BY_KIND for d in (False, True)}
+
+
+def _decode_path(raw: bytes) -> str:
+    if not 0 < len(raw) <= 4 * MAX_RELPATH:
+        raise ProtocolError("relpath must be non-empty")
+    try:
+        path = raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError("relpath is not UTF-8") from exc
+    if len(path) > MAX_RELPATH or "\0" in path:
+        raise ProtocolError("relpath too long or contains NUL")
+    return path
+
+
+def _tail_request(op: str, flags: int, path: str, tail: bytes) -> Request:
+    """The requests other than delete, once the head and path are checked."""
     if op in RAW_OPS:
-        dir_fd = message.get("dir_fd")
-        if dir_fd is not None and (type(dir_fd) is not int or dir_fd < 0):
-            raise ProtocolError("dir_fd must be a non-negative integer")
-        return Request(op, _relpath(message, "path"), dir_fd=dir_fd)
-    seconds = message.get("seconds")
-    if not isinstance(seconds, int | float) or not 0 <= seconds <= 60:
-        raise ProtocolError("seconds must be a number in [0, 60]")
-    return Request(op, seconds=float(seconds))
+        if not flags & HAS_DIR_FD:
+            if tail:
+                raise ProtocolError("trailing bytes after a raw op")
+            return Request(op, path)
+        if len(tail) != _U32.size or (dir_fd := _U32.unpack(tail)[0]) > _MAX_FD:
+            raise ProtocolError("dir_fd must be a u32 below 2**31")
+        return Request(op, path, dir_fd=dir_fd)
+    if len(tail) != _F64.size or not 0.0 <= (seconds := _F64.unpack(tail)[0]) <= _MAX_SLEEP:
+        raise ProtocolError("seconds must be an f64 in [0, 60]")
+    return Request(op, seconds=seconds)
 
 
-def encode_data(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+def parse_request(body: bytes, kind: str, debug: bool) -> Request:
+    """Validate a request body for a worker of `kind`; raises ProtocolError."""
+    if len(body) < REQUEST_HEAD_SIZE:
+        raise ProtocolError("request shorter than its head")
+    code, flags, path_len, *ident = _REQUEST.unpack_from(body)
+    if code not in _ALLOWED[(kind, debug)]:
+        raise ProtocolError("operation not accepted by this worker")
+    op = _OP_NAMES[code]
+    if flags not in _FLAGS_BY_OP[op]:
+        raise ProtocolError("flags not taken by this operation")
+    end = REQUEST_HEAD_SIZE + path_len
+    if end > len(body):
+        raise ProtocolError("path runs past the end of the frame")
+    if flags & HAS_IDENTITY:
+        expected: Identity | None = _identity(*ident)
+    elif ident != [0, 0, 0, 0, 0, 0, 0]:
+        raise ProtocolError("identity fields set without HAS_IDENTITY")
+    else:
+        expected = None
+    if op == "sleep":
+        if path_len:
+            raise ProtocolError("sleep takes no path")
+        return _tail_request(op, flags, "", body[end:])
+    path = _decode_path(body[REQUEST_HEAD_SIZE:end])
+    if op == "delete":
+        if end != len(body):
+            raise ProtocolError("trailing bytes after a delete")
+        return Request(op, path, expected)
+    if op in ("create", "update"):
+        return Request(op, path, expected, data=body[end:])
+    return _tail_request(op, flags, path, body[end:])
+
+
+# -- replies ---------------------------------------------------------------------------------
+
+
+class Reply(NamedTuple):
+    status: int
+    identity: Identity | None = None  # OK from create and update
+    error: str = ""  # FS_ERROR: the class name
+    errno: int = 0  # OS_ERROR
+
+
+OK_FRAME: Final = frame(bytes((OK,)))
+BAD_REQUEST_FRAME: Final = frame(bytes((BAD_REQUEST,)))
+INTERNAL_ERROR_FRAME: Final = frame(bytes((INTERNAL_ERROR,)))
+_OK_BODY: Final = bytes((OK,))
+_OK_REPLY: Final = Reply(OK)
+
+
+def ok_frame(identity: Identity) -> bytes:
+    return frame(bytes((OK,)) + encode_identity(identity))
+
+
+def fs_error_frame(name: str) -> bytes:
+    raw = name.encode("ascii")
+    if not 0 < len(raw) <= MAX_ERROR_NAME:
+        raise ValueError("error name must be 1..64 ASCII bytes")
+    return frame(bytes((FS_ERROR,)) + raw)
+
+
+def os_error_frame(errno: int | None) -> bytes:
+    value = errno if type(errno) is int and 0 <= errno <= _U32_MAX else 0
+    return frame(bytes((OS_ERROR,)) + _U32.pack(value))
+
+
+def decode_reply(body: bytes) -> Reply:
+    """A reply body in one of the layouts above; ProtocolError for anything else."""
+    if body == _OK_BODY:
+        return _OK_REPLY
+    if not body:
+        raise ProtocolError("empty reply")
+    status, payload = body[0], body[1:]
+    if status == OK:
+        return Reply(OK, identity=decode_identity(payload))
+    if status == FS_ERROR and 0 < len(payload) <= MAX_ERROR_NAME and payload.isascii():
+        return Reply(FS_ERROR, error=payload.decode("ascii"))
+    if status == OS_ERROR and len(payload) == _U32.size:
+        return Reply(OS_ERROR, errno=_U32.unpack(payload)[0])
+    if status in (BAD_REQUEST, INTERNAL_ERROR) and not payload:
+        return Reply(status)
+    raise ProtocolError("malformed reply")
+
+
+def check_timeout(timeout: float) -> float:
+    """A positive, finite number of seconds; ValueError otherwise."""
+    if not 0 < timeout < math.inf:
+        raise ValueError("timeout must be a positive, finite number of seconds")
+    return timeout

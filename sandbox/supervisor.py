@@ -2,18 +2,25 @@
 
 Guarantees: `ConfinedWorker` runs one worker process per instance (per workspace and kind), one
 request at a time (a lock), and hands back either the worker's answer, the `fs_notes.fs` error
-class it named, `OsRefused` (the OS said no), or `WorkerFailed`. A worker that times out, dies or
-breaks the protocol is SIGKILLed (with any children, found via psutil) and reaped before
-`WorkerFailed` is raised; the next call starts a fresh one. A worker is accepted only after its
-hello frame confirms the requested kind and mode, its pid, and that exactly the expected fds are
-open in it. The workspace directory is opened once (O_DIRECTORY|O_NOFOLLOW) and that same
-directory is handed to every restart. Workers are started from one long-lived spawner thread, so
-their PR_SET_PDEATHSIG (which fires when the *thread* that forked them exits) fires only when
-the server process itself goes away; `close()`, garbage collection and interpreter exit (a
-weakref.finalize hook, which runs at exit) close the channel, wait briefly and then kill + reap.
+class it named, `OsRefused` (the OS said no), `ValueError` (a malformed request, refused by the
+encoder or by the worker, which stays in step; `TooLarge` past `MAX_REQUEST`), or
+`WorkerFailed`. A worker that times out, dies or breaks the protocol is SIGKILLed (with any
+children, found via psutil) and reaped before `WorkerFailed` is raised; the next call starts a
+fresh one. Each request's timeout bounds the whole exchange (`sandbox.protocol.Channel`). A death
+is seen on the socketpair, whose other end only the worker holds: during a request as end of
+stream (`WorkerFailed`); while idle as EPIPE on the next request before any byte of it went out,
+so that request, which the dead worker cannot have seen, goes to a fresh worker instead. A
+worker is accepted only after its hello frame confirms the requested kind and mode, its pid, and
+that exactly the expected fds are open in it. The workspace directory is opened once
+(O_DIRECTORY|O_NOFOLLOW) and that same directory is handed to every restart. Workers are started
+from one long-lived spawner thread, so their PR_SET_PDEATHSIG (which fires when the *thread*
+that forked them exits) fires only when the server process itself goes away; `close()`, garbage
+collection and interpreter exit (a weakref.finalize hook, which runs at exit) close the channel,
+wait briefly and then kill + reap.
 
-Does not: retry a failed request (a deletion that timed out may or may not have happened; the
-caller re-checks), make policy decisions (who may delete what: upstream), or choose the mode
+Does not: retry a request the worker may have received (a deletion that timed out may or may
+not have happened; the caller re-checks), reap a worker that died while idle before the next
+call, make policy decisions (who may delete what: upstream), or choose the mode
 (`sandbox.probe.select_mode` does; mode "none" must come from an explicit operator opt-in).
 """
 
@@ -25,9 +32,8 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -39,13 +45,23 @@ from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
 from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 from sandbox.errors import ConfinementError, OsRefused, WorkerFailed
 from sandbox.protocol import (
-    HEADER_SIZE,
+    BAD_REQUEST,
+    FS_ERROR,
     MAX_REPLY,
-    MAX_REQUEST,
+    OK,
+    OS_ERROR,
     Channel,
+    OversizedRequest,
+    PeerClosed,
     ProtocolError,
-    encode,
-    encode_data,
+    Reply,
+    check_timeout,
+    decode_json_object,
+    decode_reply,
+    encode_delete,
+    encode_raw,
+    encode_sleep,
+    encode_write,
 )
 from sandbox.spawn import kill_and_reap, spawn
 
@@ -258,9 +274,13 @@ class ConfinedWorker:
             child_sock.close()
         child = _Child(proc, Channel(parent_sock, MAX_REPLY), {})
         try:
-            reply = child.channel.recv(time.monotonic() + self._start_timeout)
+            child.channel.arm(self._start_timeout)
+            body = child.channel.recv()
+            reply = None if body is None else decode_json_object(body)
+            if child.channel.pending:
+                raise ProtocolError("worker sent more than its start-up report")
             self._check_hello(reply, proc.pid, channel_fd)
-        except (OSError, TimeoutError, ProtocolError) as exc:
+        except (OSError, ProtocolError) as exc:
             _stop(child, grace=0.0)
             raise WorkerFailed("worker did not start") from exc
         except BaseException:
@@ -271,14 +291,12 @@ class ConfinedWorker:
         return child
 
     def _ensure_started(self) -> _Child:
+        # A worker that died since the last call is noticed when the request is sent (PeerClosed),
+        # not here: a waitpid per call would cost as much as the rest of the exchange.
         child = self._holder.child
-        if child is not None and child.proc.poll() is None:
-            return child
-        if child is not None:  # it died: reap it and start afresh
-            self._holder.child = None
-            _stop(child, grace=0.0)
-        child = self._start()
-        self._holder.child = child
+        if child is None:
+            child = self._start()
+            self._holder.child = child
         return child
 
     def _discard(self, child: _Child) -> None:
@@ -289,56 +307,103 @@ class ConfinedWorker:
 
     # -- requests ------------------------------------------------------------------------
 
-    def _call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def _exchange(self, child: _Child, frame: bytes, timeout: float) -> bytes:
+        """Send `frame`, return the reply body. PeerClosed (nothing was sent) passes through;
+        any other failure discards the worker and raises WorkerFailed."""
+        channel = child.channel
+        try:
+            channel.arm(timeout)
+            channel.send(frame)
+            body = channel.recv()
+        except PeerClosed:
+            raise
+        except (OSError, ProtocolError) as exc:
+            self._discard(child)
+            raise WorkerFailed("worker failed during the request") from exc
+        if body is None:
+            self._discard(child)
+            raise WorkerFailed("worker exited during the request")
+        if channel.pending:  # a second frame for one request: out of step
+            self._discard(child)
+            raise WorkerFailed("worker sent more than one reply")
+        return body
+
+    def _send_and_receive(self, frame: bytes, timeout: float) -> tuple[bytes, _Child]:
+        child = self._ensure_started()
+        try:
+            return self._exchange(child, frame, timeout), child
+        except PeerClosed:  # it died while idle; it never saw this request: start afresh
+            self._discard(child)
+        child = self._ensure_started()
+        try:
+            return self._exchange(child, frame, timeout), child
+        except PeerClosed as exc:
+            self._discard(child)
+            raise WorkerFailed("worker closed the channel") from exc
+
+    def _call(self, frame: bytes, timeout: float, identity: bool = False) -> Reply:
+        """Run one framed request; the OK reply (carrying an identity iff `identity`)."""
+        check_timeout(timeout)
         with self._lock:
             if self._closed:
                 raise WorkerFailed("worker is closed")
-            child = self._ensure_started()
-            frame = encode(message)
-            if len(frame) - HEADER_SIZE > MAX_REQUEST:
-                raise fs_errors.TooLarge()  # refused here: the worker would drop the channel
-            deadline = time.monotonic() + timeout
+            body, child = self._send_and_receive(frame, timeout)
             try:
-                child.channel.sock.settimeout(timeout)
-                child.channel.sock.sendall(frame)
-                reply = child.channel.recv(deadline)
-            except (OSError, TimeoutError, ProtocolError) as exc:
+                reply = decode_reply(body)
+            except ProtocolError as exc:
                 self._discard(child)
-                raise WorkerFailed("worker failed during the request") from exc
-            if reply is None:
-                self._discard(child)
-                raise WorkerFailed("worker exited during the request")
-            if reply.get("ok") is True:
+                raise WorkerFailed("worker sent a malformed reply") from exc
+            if reply.status == OK and (reply.identity is not None) == identity:
                 return reply
             self._raise_for(reply, child)
 
-    def _raise_for(self, reply: dict[str, Any], child: _Child) -> NoReturn:
-        error = reply.get("error")
-        if error == "OSError" and type(reply.get("errno")) is int:
-            raise OsRefused(reply["errno"])
-        if error == "BadRequest":
+    def _raise_for(self, reply: Reply, child: _Child) -> NoReturn:
+        if reply.status == OS_ERROR:
+            raise OsRefused(reply.errno)
+        if reply.status == BAD_REQUEST:
             raise ValueError("the worker rejected a malformed request")
-        if isinstance(error, str) and error in fs_errors.__all__:
-            cls = getattr(fs_errors, error)
+        if reply.status == FS_ERROR and reply.error in fs_errors.__all__:
+            cls = getattr(fs_errors, reply.error)
             if isinstance(cls, type) and issubclass(cls, fs_errors.FsError):
                 raise cls()
         self._discard(child)  # InternalError or nonsense: do not trust this process again
         raise WorkerFailed("worker sent an unexpected reply")
 
-    def _identity(self, reply: dict[str, Any]) -> Identity:
+    @staticmethod
+    def _encoded(encode: Callable[[], bytes]) -> bytes:
+        """`encode()`; TooLarge past MAX_REQUEST, ValueError for what the format cannot carry
+        (which the worker would refuse too)."""
         try:
-            return Identity.from_json(reply.get("identity"))
-        except ValueError as exc:
-            raise WorkerFailed("worker sent a malformed identity") from exc
+            return encode()
+        except OversizedRequest:
+            raise fs_errors.TooLarge() from None  # refused here: the worker would drop the channel
+        except ProtocolError as exc:
+            raise ValueError(f"malformed request: {exc}") from None
 
     def delete(self, relpath: str, expected: Identity, timeout: float = 5.0) -> None:
         """Unlink the note `relpath` if it is still the file `expected` describes."""
-        self._call({"op": "delete", "relpath": relpath, "expected": expected.to_json()}, timeout)
+        try:
+            frame = encode_delete(relpath, expected)
+        except ProtocolError as exc:
+            raise ValueError(f"malformed request: {exc}") from None
+        self._call(frame, timeout)
+
+    def _write(
+        self,
+        op: Literal["create", "update"],
+        relpath: str,
+        data: bytes,
+        expected: Identity | None,
+        timeout: float,
+    ) -> Identity:
+        frame = self._encoded(lambda: encode_write(op, relpath, data, expected))
+        identity = self._call(frame, timeout, identity=True).identity
+        assert identity is not None  # _call checked it
+        return identity
 
     def create(self, relpath: str, data: bytes, timeout: float = 5.0) -> Identity:
         """Create a new note (never overwrites); returns its identity."""
-        message = {"op": "create", "relpath": relpath, "data": encode_data(data)}
-        return self._identity(self._call(message, timeout))
+        return self._write("create", relpath, data, None, timeout)
 
     def update(
         self,
@@ -348,10 +413,7 @@ class ConfinedWorker:
         timeout: float = 5.0,
     ) -> Identity:
         """Replace an existing note atomically (optionally only if it is still `expected`)."""
-        message: dict[str, Any] = {"op": "update", "relpath": relpath, "data": encode_data(data)}
-        if expected is not None:
-            message["expected"] = expected.to_json()
-        return self._identity(self._call(message, timeout))
+        return self._write("update", relpath, data, expected, timeout)
 
     # -- debug ops (tests and the escape exercises only) -------------------------------
 
@@ -361,10 +423,7 @@ class ConfinedWorker:
 
     def _raw(self, op: str, path: str, dir_fd: int | None, timeout: float) -> None:
         self._require_debug()
-        message: dict[str, Any] = {"op": op, "path": path}
-        if dir_fd is not None:
-            message["dir_fd"] = dir_fd
-        self._call(message, timeout)
+        self._call(self._encoded(lambda: encode_raw(op, path, dir_fd)), timeout)
 
     def unlink_raw(self, path: str, *, dir_fd: int | None = None, timeout: float = 5.0) -> None:
         """Debug: a bare os.unlink(path, dir_fd=...) in the worker, with no resolution checks."""
@@ -381,7 +440,7 @@ class ConfinedWorker:
     def sleep(self, seconds: float, timeout: float = 5.0) -> None:
         """Debug: make the worker busy for `seconds`."""
         self._require_debug()
-        self._call({"op": "sleep", "seconds": seconds}, timeout)
+        self._call(self._encoded(lambda: encode_sleep(seconds)), timeout)
 
     # -- introspection and shutdown --------------------------------------------------------
 

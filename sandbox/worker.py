@@ -10,7 +10,10 @@ unix sockets to outside its domain denied; capabilities cut to those the chroot 
 "chroot" (`sandbox.chroot`), or "none" (no_new_privs
 only; upstream allows it only with the operator's explicit --allow-unconfined). If any step fails
 it reports `ConfinementError` and exits: it never serves unconfined in a confined mode. Then it
-serves one request at a time, each resolved by `fs_notes.fs.WorkspaceRoot`, and exits on EOF.
+serves one request at a time (the binary frames of `sandbox.protocol`), each resolved by
+`fs_notes.fs.WorkspaceRoot`, and exits on EOF, when the supervisor's end is gone, or on a frame
+it cannot delimit; a delimited request that is malformed or not for its kind is answered
+BAD_REQUEST without acting.
 
 Does not: trust the supervisor's requests beyond their shape (the filesystem layer still resolves
 and verifies every path); serve the debug ops (`unlink_raw`, `create_raw`, `read_raw`, `sleep`)
@@ -41,7 +44,20 @@ from sandbox import landlock_abi, process
 from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES, enter_chroot
 from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS, confine
 from sandbox.errors import ConfinementError
-from sandbox.protocol import MAX_REQUEST, Channel, ProtocolError, Request, parse_request
+from sandbox.protocol import (
+    BAD_REQUEST_FRAME,
+    INTERNAL_ERROR_FRAME,
+    MAX_REQUEST,
+    OK_FRAME,
+    Channel,
+    ProtocolError,
+    Request,
+    fs_error_frame,
+    json_frame,
+    ok_frame,
+    os_error_frame,
+    parse_request,
+)
 
 RIGHTS_BY_KIND = {"delete": DELETE_RIGHTS, "write": WRITE_RIGHTS}
 _RAW_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
@@ -139,61 +155,63 @@ def _public_error_name(exc: FsError) -> str:
     return "FsError"
 
 
-def _act(state: _State, req: Request) -> dict[str, Any]:
+def _act(state: _State, req: Request) -> bytes:
+    """Run a validated request; the framed OK reply."""
     if req.op == "delete":
-        state.root.unlink_note(req.relpath, Identity.from_json(req.expected))
-        return {"ok": True}
+        if req.expected is None:  # parse_request never lets this through
+            raise ProtocolError("delete without an identity")
+        state.root.unlink_note(req.relpath, req.expected)
+        return OK_FRAME
     if req.op == "create":
-        ident = state.root.create_note(req.relpath, req.data or b"")
-        return {"ok": True, "identity": ident.to_json()}
+        return ok_frame(state.root.create_note(req.relpath, req.data))
     if req.op == "update":
-        expected = None if req.expected is None else Identity.from_json(req.expected)
-        ident = state.root.update_note(req.relpath, req.data or b"", expected=expected)
-        return {"ok": True, "identity": ident.to_json()}
+        return ok_frame(state.root.update_note(req.relpath, req.data, expected=req.expected))
     # Debug only: bare syscalls, no resolution, no checks, so only the OS layer can say no.
     if req.op == "unlink_raw":
         os.unlink(req.relpath, dir_fd=req.dir_fd)
-        return {"ok": True}
+        return OK_FRAME
     if req.op == "create_raw":
         os.close(os.open(req.relpath, _RAW_CREATE, 0o600, dir_fd=req.dir_fd))
-        return {"ok": True}
+        return OK_FRAME
     if req.op == "read_raw":  # the content never leaves the worker
         fd = os.open(req.relpath, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=req.dir_fd)
         try:
             os.read(fd, 1)
         finally:
             os.close(fd)
-        return {"ok": True}
+        return OK_FRAME
     time.sleep(req.seconds)  # "sleep", debug only: lets tests kill a worker mid-request
-    return {"ok": True}
+    return OK_FRAME
 
 
-def handle(state: _State, message: dict[str, Any]) -> dict[str, Any]:
-    """One request -> one reply; never raises."""
+def handle(state: _State, body: bytes) -> bytes:
+    """One request body -> one framed reply; never raises."""
     try:
-        req = parse_request(message, state.kind, state.debug)
-        return _act(state, req)
+        return _act(state, parse_request(body, state.kind, state.debug))
     except ProtocolError:
-        return {"ok": False, "error": "BadRequest"}
+        return BAD_REQUEST_FRAME
     except FsError as exc:
-        return {"ok": False, "error": _public_error_name(exc)}
+        return fs_error_frame(_public_error_name(exc))
     except OSError as exc:
-        return {"ok": False, "error": "OSError", "errno": exc.errno or 0}
+        return os_error_frame(exc.errno)
     except (ValueError, TypeError):
-        return {"ok": False, "error": "BadRequest"}
+        return BAD_REQUEST_FRAME
     except Exception:
-        return {"ok": False, "error": "InternalError"}
+        return INTERNAL_ERROR_FRAME
 
 
 def serve(channel: Channel, state: _State) -> int:
     while True:
         try:
-            message = channel.recv()
+            body = channel.recv()
         except ProtocolError:
             return 2  # desynchronised stream: stop; the supervisor restarts us
-        if message is None:
+        if body is None:
             return 0  # EOF: the supervisor closed the channel (or died)
-        channel.send(handle(state, message))
+        try:
+            channel.send(handle(state, body))
+        except ConnectionError:
+            return 0  # the supervisor went away mid-request
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,9 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         state, hello = _prepare(args)
     except Exception as exc:
         detail = f"{type(exc).__name__}: {exc}"
-        channel.send({"ok": False, "error": "ConfinementError", "detail": detail})
+        channel.send(json_frame({"ok": False, "error": "ConfinementError", "detail": detail}))
         return 3
-    channel.send({"ok": True, "hello": hello})
+    channel.send(json_frame({"ok": True, "hello": hello}))
     return serve(channel, state)
 
 

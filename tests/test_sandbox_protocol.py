@@ -1,130 +1,340 @@
-"""The supervisor <-> worker wire format and the worker's request handling (pure logic)."""
+"""The supervisor <-> worker request and reply layouts, and the worker's handling (pure logic).
+
+Request bodies are built here with an independent struct, from the layout the docstring of
+sandbox/protocol.py documents, so these tests pin the wire format itself.
+"""
 
 from __future__ import annotations
 
+import math
 import socket
 import struct
-import time
+import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from fs_notes.fs import AccessDenied, Escape, Identity, NoteNotFound
 from sandbox.protocol import (
+    BAD_REQUEST_FRAME,
+    INTERNAL_ERROR_FRAME,
     MAX_RELPATH,
+    MAX_REQUEST,
+    OK_FRAME,
+    REQUEST_HEAD_SIZE,
     Channel,
+    OversizedRequest,
     ProtocolError,
-    encode,
-    encode_data,
+    Reply,
+    decode_reply,
+    encode_delete,
+    encode_identity,
+    encode_raw,
+    encode_sleep,
+    encode_write,
+    fs_error_frame,
+    ok_frame,
+    os_error_frame,
     parse_request,
 )
-from sandbox.worker import _State, handle
+from sandbox.worker import _State, handle, serve
 
-IDENT = [1, 2, 3, 4, 5]
+HEAD = struct.Struct(">BBHQQQqQqQ")  # op, flags, path_len, dev, ino, size, mtime, ctime
+LEN = struct.Struct(">I")
+DELETE, CREATE, UPDATE = 0x01, 0x02, 0x03
+UNLINK_RAW, CREATE_RAW, READ_RAW, SLEEP = 0x81, 0x82, 0x83, 0x84
+HAS_IDENTITY, HAS_DIR_FD = 0x01, 0x02
+IDENT = Identity(1, 2, 3, 4, 5)
+T96 = 1 << 96
 
 
-@pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, Channel]]:
-    a, b = socket.socketpair()
-    with a, b:
-        yield a, Channel(b, max_incoming=1024)
+def wire(dev: int, ino: int, size: int, mtime: int, ctime: int) -> tuple[int, ...]:
+    low = (1 << 64) - 1
+    return (dev, ino, size, mtime >> 64, mtime & low, ctime >> 64, ctime & low)
 
 
-def test_a_frame_round_trips(pair: tuple[socket.socket, Channel]) -> None:
-    raw, channel = pair
-    raw.sendall(encode({"op": "delete", "n": 1}) + encode({"second": True}))
-    assert channel.recv() == {"op": "delete", "n": 1}
-    assert channel.recv() == {"second": True}
+NO_IDENT = (0,) * 7
+IDENT_WIRE = wire(1, 2, 3, 4, 5)
+
+
+def body(
+    op: int,
+    flags: int = 0,
+    path: bytes = b"a.md",
+    ident: tuple[int, ...] = NO_IDENT,
+    tail: bytes = b"",
+    path_len: int | None = None,
+) -> bytes:
+    length = len(path) if path_len is None else path_len
+    return HEAD.pack(op, flags, length, *ident) + path + tail
+
+
+def unframe(frame: bytes) -> bytes:
+    (length,) = LEN.unpack_from(frame)
+    assert length == len(frame) - LEN.size
+    return frame[LEN.size :]
+
+
+# -- the encoders produce exactly the documented layout ---------------------------------------
+
+
+def test_a_delete_request_is_the_fixed_head_then_the_path() -> None:
+    assert HEAD.size == REQUEST_HEAD_SIZE == 60
+    frame = encode_delete("a.md", IDENT)
+    assert unframe(frame) == body(DELETE, HAS_IDENTITY, ident=IDENT_WIRE)
+
+
+def test_write_requests_carry_the_note_bytes_raw() -> None:
+    data = bytes(range(256))
+    assert unframe(encode_write("create", "a.md", data)) == body(CREATE, tail=data)
+    assert unframe(encode_write("update", "a.md", data)) == body(UPDATE, tail=data)
+    assert unframe(encode_write("update", "a.md", data, IDENT)) == body(
+        UPDATE, HAS_IDENTITY, ident=IDENT_WIRE, tail=data
+    )
+
+
+def test_debug_requests_have_their_documented_layout() -> None:
+    assert unframe(encode_raw("unlink_raw", "/x")) == body(UNLINK_RAW, path=b"/x")
+    assert unframe(encode_raw("read_raw", "x", dir_fd=7)) == body(
+        READ_RAW, HAS_DIR_FD, path=b"x", tail=struct.pack(">I", 7)
+    )
+    assert unframe(encode_sleep(1.5)) == body(SLEEP, path=b"", tail=struct.pack(">d", 1.5))
 
 
 @pytest.mark.parametrize(
-    ("payload", "result"),
+    "relpath",
     [
-        (b"", None),  # clean EOF between frames
-        (b"\x00\x00", ProtocolError),  # EOF inside the header
-        (struct.pack(">I", 10) + b"{}", ProtocolError),  # EOF inside the body
-        (struct.pack(">I", 1 << 30), ProtocolError),  # over the bound: refused unread
-        (struct.pack(">I", 3) + b"[1]", ProtocolError),  # not an object
-        (struct.pack(">I", 3) + b"{x}", ProtocolError),  # not JSON
-        (struct.pack(">I", 2) + b"\xff\xfe", ProtocolError),  # not UTF-8
+        "a.md",
+        "é/ü.md",
+        "\U0001f600.md",
+        "\udcc0x.md",
+        "a" * MAX_RELPATH,
+        "\U0001f600" * MAX_RELPATH,
     ],
 )
-def test_bad_frames_are_refused(
-    pair: tuple[socket.socket, Channel], payload: bytes, result: Any
-) -> None:
-    raw, channel = pair
-    raw.sendall(payload)
-    raw.shutdown(socket.SHUT_WR)
-    if result is None:
-        assert channel.recv() is None
-    else:
-        with pytest.raises(result):
-            channel.recv()
+def test_every_relpath_crosses_unchanged(relpath: str) -> None:
+    # surrogatepass: a surrogate-escaped byte crosses as it did in the JSON format (as \udcc0).
+    req = parse_request(unframe(encode_delete(relpath, IDENT)), "delete", debug=False)
+    assert (req.op, req.relpath, req.expected) == ("delete", relpath, IDENT)
 
 
-def test_recv_gives_up_at_the_deadline(pair: tuple[socket.socket, Channel]) -> None:
-    _raw, channel = pair
-    started = time.monotonic()
-    with pytest.raises(TimeoutError):
-        channel.recv(time.monotonic() + 0.1)
-    assert time.monotonic() - started < 1.0
+EXTREME = [
+    Identity(0, 0, 0, 0, 0),
+    Identity((1 << 64) - 1, (1 << 64) - 1, (1 << 63) - 1, T96 - 1, -T96),
+    Identity(7, 8, 9, -1, -(1 << 64) - 1),
+    Identity(7, 8, 9, 1 << 64, 1_700_000_000_123_456_789),
+]
 
+
+@pytest.mark.parametrize("ident", EXTREME)
+def test_identities_in_range_round_trip(ident: Identity) -> None:
+    req = parse_request(unframe(encode_delete("a.md", ident)), "delete", debug=False)
+    assert req.expected == ident
+    reply = decode_reply(unframe(ok_frame(ident)))
+    assert reply == Reply(0, identity=ident)
+
+
+@pytest.mark.parametrize("relpath", ["", "a\0.md", "a" * (MAX_RELPATH + 1), 7, b"a.md"], ids=repr)
+def test_the_encoders_refuse_what_the_worker_would_refuse(relpath: object) -> None:
+    with pytest.raises(ProtocolError):
+        encode_delete(relpath, IDENT)  # type: ignore[arg-type]
+    with pytest.raises(ProtocolError):
+        encode_write("create", relpath, b"")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "ident",
+    [Identity(-1, 0, 0, 0, 0), Identity(1 << 64, 0, 0, 0, 0), Identity(0, 0, 1 << 64, 0, 0),
+     Identity(0, 0, 0, 1 << 127, 0), Identity(0, 0, 0, 0, 1.5)],  # type: ignore[arg-type]
+    ids=repr,
+)  # fmt: skip
+def test_an_identity_the_layout_cannot_hold_is_refused_by_the_encoder(ident: Identity) -> None:
+    with pytest.raises(ProtocolError):
+        encode_delete("a.md", ident)
+
+
+def test_the_encoders_refuse_bad_debug_arguments() -> None:
+    for dir_fd in (-1, 1 << 32):
+        with pytest.raises(ProtocolError):
+            encode_raw("unlink_raw", "x", dir_fd=dir_fd)
+    with pytest.raises(ProtocolError):
+        encode_raw("delete", "x")
+    with pytest.raises(ProtocolError):
+        encode_sleep("1")  # type: ignore[arg-type]
+
+
+def test_a_request_past_max_request_is_refused_before_it_is_built() -> None:
+    largest = MAX_REQUEST - REQUEST_HEAD_SIZE - len("a.md")
+    frame = encode_write("create", "a.md", b"x" * largest)
+    assert len(frame) == LEN.size + MAX_REQUEST
+    with pytest.raises(OversizedRequest):
+        encode_write("create", "a.md", b"x" * (largest + 1))
+    with pytest.raises(OversizedRequest):
+        encode_write("update", "a.md", b"x" * (largest + 1), IDENT)
+
+
+# -- parse_request: exactly the documented layouts, for the worker's kind --------------------
 
 VALID = [
-    ("delete", {"op": "delete", "relpath": "a.md", "expected": IDENT}),
-    ("write", {"op": "create", "relpath": "a.md", "data": encode_data(b"x")}),
-    ("write", {"op": "update", "relpath": "a.md", "data": ""}),
-    ("write", {"op": "update", "relpath": "a.md", "data": "", "expected": IDENT}),
+    ("delete", body(DELETE, HAS_IDENTITY, ident=IDENT_WIRE), IDENT, b""),
+    ("write", body(CREATE, tail=b"x"), None, b"x"),
+    ("write", body(CREATE), None, b""),
+    ("write", body(UPDATE, tail=b"\0\xff"), None, b"\0\xff"),
+    ("write", body(UPDATE, HAS_IDENTITY, ident=IDENT_WIRE), IDENT, b""),
 ]
 
 
-@pytest.mark.parametrize(("kind", "message"), VALID)
-def test_well_formed_requests_are_accepted(kind: str, message: dict[str, Any]) -> None:
-    req = parse_request(message, kind, debug=False)
-    assert req.op == message["op"]
-    assert req.relpath == "a.md"
+@pytest.mark.parametrize(("kind", "raw", "expected", "data"), VALID)
+def test_well_formed_requests_are_accepted(
+    kind: str, raw: bytes, expected: Identity | None, data: bytes
+) -> None:
+    req = parse_request(raw, kind, debug=False)
+    assert (req.relpath, req.expected, req.data) == ("a.md", expected, data)
 
 
+DEL = body(DELETE, HAS_IDENTITY, ident=IDENT_WIRE)
 INVALID = [
-    ("delete", {"op": "create", "relpath": "a.md", "data": ""}),  # wrong kind
-    ("write", {"op": "delete", "relpath": "a.md", "expected": IDENT}),  # wrong kind
-    ("delete", {"op": "unlink_raw", "path": "/etc/passwd"}),  # debug op, no debug flag
-    ("delete", {"op": "sleep", "seconds": 1}),  # debug op, no debug flag
-    ("delete", {"op": "rmtree", "relpath": "a"}),  # unknown op
-    ("delete", {"relpath": "a.md", "expected": IDENT}),  # no op
-    ("delete", {"op": "delete", "relpath": "", "expected": IDENT}),
-    ("delete", {"op": "delete", "relpath": "a\0.md", "expected": IDENT}),
-    ("delete", {"op": "delete", "relpath": "a" * (MAX_RELPATH + 1), "expected": IDENT}),
-    ("delete", {"op": "delete", "relpath": 7, "expected": IDENT}),
-    ("delete", {"op": "delete", "relpath": "a.md"}),  # delete needs an identity
-    ("delete", {"op": "delete", "relpath": "a.md", "expected": [1, 2, 3, 4]}),
-    ("delete", {"op": "delete", "relpath": "a.md", "expected": [True, 2, 3, 4, 5]}),
-    ("delete", {"op": "delete", "relpath": "a.md", "expected": "1,2,3,4,5"}),
-    ("write", {"op": "create", "relpath": "a.md", "data": "not base64!"}),
-    ("write", {"op": "create", "relpath": "a.md", "data": b"bytes".hex() + "="}),
-    ("write", {"op": "create", "relpath": "a.md"}),
+    ("delete", body(CREATE), "operation not accepted"),  # wrong kind
+    ("delete", body(UPDATE), "operation not accepted"),
+    ("write", DEL, "operation not accepted"),
+    ("delete", body(UNLINK_RAW, path=b"/etc/passwd"), "operation not accepted"),  # no debug
+    ("delete", body(SLEEP, path=b"", tail=struct.pack(">d", 1)), "operation not accepted"),
+    ("delete", body(0x04), "operation not accepted"),  # unknown op codes
+    ("delete", body(0x00), "operation not accepted"),
+    ("delete", b"", "shorter"),
+    ("delete", DEL[: REQUEST_HEAD_SIZE - 1], "shorter"),
+    ("delete", body(DELETE, ident=IDENT_WIRE), "flags"),  # delete needs an identity
+    ("delete", body(DELETE, HAS_IDENTITY | 0x80, ident=IDENT_WIRE), "flags"),
+    ("delete", body(DELETE, HAS_IDENTITY | HAS_DIR_FD, ident=IDENT_WIRE), "flags"),
+    ("write", body(CREATE, HAS_IDENTITY, ident=IDENT_WIRE), "flags"),
+    ("write", body(CREATE, ident=IDENT_WIRE), "identity fields set"),
+    ("write", body(UPDATE, ident=(0, 0, 0, 0, 0, 0, 1)), "identity fields set"),
+    ("delete", body(DELETE, HAS_IDENTITY, path=b"", ident=IDENT_WIRE), "non-empty"),
+    ("delete", body(DELETE, HAS_IDENTITY, ident=IDENT_WIRE, path_len=5), "past the end"),
+    ("delete", body(DELETE, HAS_IDENTITY, ident=IDENT_WIRE, path_len=0xFFFF), "past the end"),
+    ("delete", body(DELETE, HAS_IDENTITY, path=b"a\0.md", ident=IDENT_WIRE), "NUL"),
+    ("delete", body(DELETE, HAS_IDENTITY, path=b"\xff.md", ident=IDENT_WIRE), "UTF-8"),
+    ("delete", body(DELETE, HAS_IDENTITY, path=b"\xc0\xae", ident=IDENT_WIRE), "UTF-8"),  # overlong
+    ("delete", body(DELETE, HAS_IDENTITY, path=b"a" * (MAX_RELPATH + 1), ident=IDENT_WIRE), "long"),
+    ("delete", DEL + b"x", "trailing"),
+    ("delete", body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 1 << 63, 0, 0)), "out of range"),
+    ("delete", body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 0, T96, 0)), "out of range"),
+    ("delete", body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 0, -T96 - 1, 0)), "out of range"),
+    ("delete", body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 0, 0, T96)), "out of range"),
+    ("delete", body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 0, 0, -T96 - 1)), "out of range"),
+    ("delete", body(DELETE, HAS_IDENTITY, ident=(0, 0, 0, 1 << 62, 0, 0, 0)), "out of range"),
+    ("write", body(UPDATE, HAS_IDENTITY, ident=wire(0, 0, 0, T96, 0)), "out of range"),
 ]
 
 
-@pytest.mark.parametrize(("kind", "message"), INVALID)
-def test_malformed_or_foreign_requests_are_refused(kind: str, message: dict[str, Any]) -> None:
-    with pytest.raises(ProtocolError):
-        parse_request(message, kind, debug=False)
+@pytest.mark.parametrize(("kind", "raw", "why"), INVALID)
+def test_malformed_or_foreign_requests_are_refused(kind: str, raw: bytes, why: str) -> None:
+    with pytest.raises(ProtocolError, match=why):
+        parse_request(raw, kind, debug=False)
+
+
+BOUNDARY = [0, 1, (1 << 63) - 1, 1 << 63, T96 - 1, T96, -T96, -T96 - 1, (1 << 64) - 1]
+
+
+@pytest.mark.parametrize("value", BOUNDARY)
+@pytest.mark.parametrize("field", ["size", "mtime_ns", "ctime_ns"])
+def test_the_identity_ranges_are_those_of_identity_from_json(field: str, value: int) -> None:
+    fields = {"dev": 1, "ino": 2, "size": 3, "mtime_ns": 4, "ctime_ns": 5, field: value}
+    try:
+        ident = Identity.from_json(list(fields.values()))
+    except ValueError:
+        ident = None
+    if field == "size" and not 0 <= value < 1 << 64:
+        return  # the u64 field cannot even carry it
+    raw = body(DELETE, HAS_IDENTITY, ident=wire(*fields.values()))
+    if ident is None:
+        with pytest.raises(ProtocolError, match="out of range"):
+            parse_request(raw, "delete", debug=False)
+    else:
+        assert parse_request(raw, "delete", debug=False).expected == ident
+
+
+DEBUG_VALID = [
+    (body(UNLINK_RAW, path=b"/etc/x"), "/etc/x", None, 0.0),
+    (body(CREATE_RAW, HAS_DIR_FD, path=b"x", tail=struct.pack(">I", 5)), "x", 5, 0.0),
+    (body(READ_RAW, HAS_DIR_FD, path=b"x", tail=struct.pack(">I", (1 << 31) - 1)), "x",
+     (1 << 31) - 1, 0.0),
+    (body(SLEEP, path=b"", tail=struct.pack(">d", 60.0)), "", None, 60.0),
+    (body(SLEEP, path=b"", tail=struct.pack(">d", 0.0)), "", None, 0.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("raw", "path", "dir_fd", "seconds"), DEBUG_VALID)
+def test_debug_ops_are_accepted_with_the_debug_flag(
+    raw: bytes, path: str, dir_fd: int | None, seconds: float
+) -> None:
+    req = parse_request(raw, "delete", debug=True)
+    assert (req.relpath, req.dir_fd, req.seconds) == (path, dir_fd, seconds)
 
 
 @pytest.mark.parametrize(
-    "message",
+    "raw",
     [
-        {"op": "unlink_raw", "path": "x", "dir_fd": -1},
-        {"op": "unlink_raw", "path": "x", "dir_fd": "3"},
-        {"op": "sleep", "seconds": 61},
-        {"op": "sleep", "seconds": "1"},
+        body(UNLINK_RAW, HAS_DIR_FD, path=b"x", tail=struct.pack(">I", 1 << 31)),
+        body(UNLINK_RAW, HAS_DIR_FD, path=b"x"),  # flag without the fd
+        body(UNLINK_RAW, path=b"x", tail=struct.pack(">I", 3)),  # fd without the flag
+        body(UNLINK_RAW, HAS_DIR_FD, path=b"x", tail=struct.pack(">Q", 3)),
+        body(UNLINK_RAW, HAS_IDENTITY, path=b"x", ident=IDENT_WIRE),
+        body(UNLINK_RAW, path=b"x", ident=IDENT_WIRE),
+        body(SLEEP, path=b"", tail=struct.pack(">d", 61)),
+        body(SLEEP, path=b"", tail=struct.pack(">d", -0.5)),
+        body(SLEEP, path=b"", tail=struct.pack(">d", math.nan)),
+        body(SLEEP, path=b"", tail=struct.pack(">d", math.inf)),
+        body(SLEEP, path=b"", tail=struct.pack(">f", 1)),
+        body(SLEEP, path=b"x", tail=struct.pack(">d", 1)),  # sleep takes no path
+        body(SLEEP, HAS_DIR_FD, path=b"", tail=struct.pack(">d", 1)),
     ],
 )
-def test_debug_ops_are_validated_too(message: dict[str, Any]) -> None:
+def test_debug_ops_are_validated_too(raw: bytes) -> None:
     with pytest.raises(ProtocolError):
-        parse_request(message, "delete", debug=True)
+        parse_request(raw, "delete", debug=True)
+
+
+# -- replies ---------------------------------------------------------------------------------
+
+
+def test_each_reply_layout_decodes() -> None:
+    assert unframe(OK_FRAME) == b"\x00"
+    assert decode_reply(unframe(OK_FRAME)) == Reply(0)
+    assert decode_reply(unframe(ok_frame(IDENT))) == Reply(0, identity=IDENT)
+    assert unframe(fs_error_frame("NoteNotFound")) == b"\x01NoteNotFound"
+    assert decode_reply(b"\x01NoteNotFound") == Reply(1, error="NoteNotFound")
+    assert unframe(os_error_frame(13)) == b"\x02\x00\x00\x00\x0d"
+    assert decode_reply(b"\x02\x00\x00\x00\x0d") == Reply(2, errno=13)
+    assert unframe(os_error_frame(None)) == b"\x02\x00\x00\x00\x00"
+    assert decode_reply(unframe(BAD_REQUEST_FRAME)) == Reply(3)
+    assert decode_reply(unframe(INTERNAL_ERROR_FRAME)) == Reply(4)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"\x05",  # unknown status
+        b"\xff",
+        b"\x00\x00\x00\x00",  # OK with a payload that is no identity
+        b"\x00" + encode_identity(IDENT) + b"\x00",
+        b"\x00" + struct.pack(">QQQqQqQ", *wire(0, 0, 1 << 63, 0, 0)),  # identity out of range
+        b"\x01",  # FS_ERROR without a name
+        b"\x01" + b"E" * 65,
+        b"\x01Not\xc3\xa9",
+        b"\x02\x00\x00\x0d",  # OS_ERROR: errno is four bytes
+        b"\x02\x00\x00\x00\x0d\x00",
+        b"\x03x",  # BAD_REQUEST and INTERNAL_ERROR carry nothing
+        b"\x04\x00",
+    ],
+)
+def test_malformed_replies_are_refused(raw: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        decode_reply(raw)
+
+
+# -- the worker's handling -------------------------------------------------------------------
 
 
 class _PrivateEscape(Escape):
@@ -153,31 +363,95 @@ class FakeRoot:
 @pytest.mark.parametrize(
     ("exc", "reply"),
     [
-        (None, {"ok": True}),
-        (NoteNotFound(), {"ok": False, "error": "NoteNotFound"}),
-        (AccessDenied(), {"ok": False, "error": "AccessDenied"}),
-        (_PrivateEscape(), {"ok": False, "error": "Escape"}),
-        (PermissionError(13, "denied"), {"ok": False, "error": "OSError", "errno": 13}),
-        (RuntimeError("bug"), {"ok": False, "error": "InternalError"}),
+        (None, b"\x00"),
+        (NoteNotFound(), b"\x01NoteNotFound"),
+        (AccessDenied(), b"\x01AccessDenied"),
+        (_PrivateEscape(), b"\x01Escape"),
+        (PermissionError(13, "denied"), b"\x02\x00\x00\x00\x0d"),
+        (OSError("no errno"), b"\x02\x00\x00\x00\x00"),
+        (ValueError("bad"), b"\x03"),
+        (RuntimeError("bug"), b"\x04"),
     ],
 )
-def test_the_worker_maps_each_outcome_to_one_reply(
-    exc: BaseException | None, reply: dict[str, Any]
-) -> None:
+def test_the_worker_maps_each_outcome_to_one_reply(exc: BaseException | None, reply: bytes) -> None:
     root = FakeRoot(exc)
     state = _State("delete", False, root)
-    message = {"op": "delete", "relpath": "a.md", "expected": IDENT}
-    assert handle(state, message) == reply
-    assert root.calls == [("a.md", Identity(*IDENT))]
+    assert unframe(handle(state, DEL)) == reply
+    assert root.calls == [("a.md", IDENT)]
 
 
 def test_the_worker_answers_bad_requests_without_acting() -> None:
     root = FakeRoot(None)
     state = _State("delete", False, root)
-    out_of_range = {"op": "delete", "relpath": "a.md", "expected": [-1, 2, 3, 4, 5]}
-    assert handle(state, out_of_range) == {"ok": False, "error": "BadRequest"}
-    assert handle(state, {"op": "unlink_raw", "path": "/x"}) == {
-        "ok": False,
-        "error": "BadRequest",
-    }
+    out_of_range = body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 1 << 63, 0, 0))
+    assert handle(state, out_of_range) == BAD_REQUEST_FRAME
+    assert handle(state, body(UNLINK_RAW, path=b"/x")) == BAD_REQUEST_FRAME
+    assert handle(state, b"\x01") == BAD_REQUEST_FRAME
     assert root.calls == []
+
+
+class Served:
+    """A worker loop (`serve`) on a thread with a fake root; `ours` is the supervisor's end."""
+
+    def __init__(self) -> None:
+        self.ours, self._theirs = socket.socketpair()
+        self.root = FakeRoot(None)
+        self.result: list[int] = []
+        channel = Channel(self._theirs, MAX_REQUEST)
+        state = _State("delete", False, self.root)
+        self._thread = threading.Thread(target=lambda: self.result.append(serve(channel, state)))
+        self._thread.start()
+
+    def read(self, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = self.ours.recv(size - len(data))
+            assert chunk, "end of stream"
+            data += chunk
+        return data
+
+    def finish(self) -> list[int]:
+        """Close our sending side; the loop's return value once it has stopped."""
+        self.ours.shutdown(socket.SHUT_WR)
+        self._thread.join(5)
+        assert not self._thread.is_alive()
+        return self.result
+
+    def close(self) -> None:
+        self.ours.close()
+        self._thread.join(5)
+        self._theirs.close()
+
+
+@pytest.fixture
+def served() -> Iterator[Served]:
+    loop = Served()
+    try:
+        yield loop
+    finally:
+        loop.close()
+
+
+def test_serve_answers_each_frame_and_stops_at_end_of_stream(served: Served) -> None:
+    served.ours.sendall(encode_delete("a.md", IDENT) + LEN.pack(1) + b"\x7f")
+    assert served.read(len(OK_FRAME) + len(BAD_REQUEST_FRAME)) == OK_FRAME + BAD_REQUEST_FRAME
+    assert served.finish() == [0]
+    assert served.root.calls == [("a.md", IDENT)]
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [
+        LEN.pack(MAX_REQUEST + 1),  # over the bound: refused unread
+        LEN.pack(0),  # no body
+        LEN.pack(100) + b"x",  # ends inside the frame
+        b"\x00\x00",  # ends inside the header
+    ],
+)
+def test_serve_stops_at_a_frame_it_cannot_delimit(served: Served, stream: bytes) -> None:
+    served.ours.sendall(stream)
+    assert served.finish() == [2]
+    served.ours.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        served.ours.recv(100)  # no reply was sent
+    assert served.root.calls == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -26,9 +28,24 @@ from fs_notes.fs import (
 )
 from sandbox import landlock_abi as ll
 from sandbox.confine import DELETE_RIGHTS
-from sandbox.errors import ConfinementError, WorkerFailed
-from sandbox.protocol import MAX_REQUEST
-from sandbox.supervisor import ConfinedWorker, DebugOptions, Mode, _Holder
+from sandbox.errors import ConfinementError, OsRefused, WorkerFailed
+from sandbox.protocol import (
+    BAD_REQUEST_FRAME,
+    INTERNAL_ERROR_FRAME,
+    MAX_REPLY,
+    MAX_REQUEST,
+    OK_FRAME,
+    REQUEST_HEAD_SIZE,
+    Channel,
+    encode_delete,
+    encode_raw,
+    encode_write,
+    frame,
+    fs_error_frame,
+    ok_frame,
+    os_error_frame,
+)
+from sandbox.supervisor import ConfinedWorker, DebugOptions, Mode, _Child, _Holder
 from sandbox.testing import requirement
 
 MODES = ["landlock", "chroot", "none"]
@@ -208,13 +225,19 @@ def test_a_delete_worker_refuses_write_operations(workspace: Path) -> None:
 
 
 def test_an_oversized_request_is_refused_before_it_reaches_the_worker(workspace: Path) -> None:
+    # A note's bytes travel as they are: the largest one fills MAX_REQUEST exactly.
+    largest = MAX_REQUEST - REQUEST_HEAD_SIZE - len("big.md")
     with ConfinedWorker(str(workspace), "write", "none") as worker:
         pid = worker.pid
         with pytest.raises(TooLarge):
-            worker.create("big.md", b"x" * (MAX_REQUEST * 3 // 4 + 1024))
+            worker.create("big.md", b"x" * (largest + 1))
+        with pytest.raises(TooLarge):
+            worker.update("big.md", b"x" * (largest + 1))
         assert worker.pid == pid  # the channel stayed in step: same worker
-        worker.create("small.md", b"x")
-    assert not (workspace / "big.md").exists()
+        assert not (workspace / "big.md").exists()
+        worker.create("big.md", b"y" * largest)
+        assert worker.pid == pid
+    assert (workspace / "big.md").stat().st_size == largest
 
 
 def test_the_workspace_itself_may_not_be_a_symlink(workspace: Path) -> None:
@@ -232,8 +255,207 @@ def test_debug_ops_do_not_exist_without_the_debug_flag(workspace: Path) -> None:
             worker.unlink_raw(str(secret))
         # Even a hand-made request is refused by the worker itself.
         with pytest.raises(ValueError, match="rejected"):
-            worker._call({"op": "unlink_raw", "path": str(secret)}, 5.0)
+            worker._call(encode_raw("unlink_raw", str(secret)), 5.0)
     assert secret.read_bytes() == b"secret"
+
+
+def test_requests_the_format_cannot_carry_are_refused_without_a_round_trip(
+    workspace: Path,
+) -> None:
+    ident = note(workspace, "a.md")
+    with ConfinedWorker(str(workspace), "delete", "none") as worker:
+        pid = worker.pid
+        for relpath in ("", "a\0.md", "a" * 4097):
+            with pytest.raises(ValueError, match="malformed request"):
+                worker.delete(relpath, ident)
+        with pytest.raises(ValueError, match="malformed request"):
+            worker.delete("a.md", Identity(-1, ident.ino, ident.size, 0, 0))
+        for timeout in (0.0, -1.0, float("nan"), float("inf")):
+            with pytest.raises(ValueError, match="timeout"):
+                worker.delete("a.md", ident, timeout=timeout)
+        assert worker.pid == pid
+    assert (workspace / "a.md").exists()
+
+
+def test_the_worker_refuses_malformed_requests_and_stays_in_step(workspace: Path) -> None:
+    ident = note(workspace, "a.md")
+    with ConfinedWorker(str(workspace), "delete", "none") as worker:
+        pid = worker.pid
+        # identities the layout carries but Identity does not accept
+        for wrong in (
+            Identity(ident.dev, ident.ino, 1 << 63, ident.mtime_ns, ident.ctime_ns),
+            Identity(ident.dev, ident.ino, ident.size, 1 << 96, ident.ctime_ns),
+            Identity(ident.dev, ident.ino, ident.size, ident.mtime_ns, -(1 << 96) - 1),
+        ):
+            with pytest.raises(ValueError, match="rejected"):
+                worker.delete("a.md", wrong)
+        for body in (b"\x01", b"\x7f" * 60, encode_delete("a.md", ident)[4:] + b"x"):
+            with pytest.raises(ValueError, match="rejected"):
+                worker._call(frame(body), 5.0)
+        with pytest.raises(ValueError, match="rejected"):  # an op of the other kind
+            worker._call(encode_write("create", "b.md", b"data"), 5.0)
+        assert worker.pid == pid
+        assert (workspace / "a.md").exists()
+        assert not (workspace / "b.md").exists()
+        worker.delete("a.md", ident)
+        assert not (workspace / "a.md").exists()
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [struct.pack(">I", MAX_REQUEST + 1), struct.pack(">I", 0)],
+    ids=["oversized", "empty"],
+)
+def test_a_frame_the_worker_cannot_delimit_ends_that_worker(workspace: Path, stream: bytes) -> None:
+    with ConfinedWorker(str(workspace), "delete", "none") as worker:
+        old = worker.pid
+        assert old is not None
+        with pytest.raises(WorkerFailed):
+            worker._call(stream, 5.0)
+        assert gone(old)
+        assert no_zombie_children()
+        ident = note(workspace, "x.md")
+        worker.delete("x.md", ident)  # a fresh worker
+        assert worker.pid not in (None, old)
+
+
+# -- the supervisor's side of the replies, against a scripted worker --------------------------
+
+
+@pytest.fixture
+def scripted() -> Iterator[tuple[ConfinedWorker, socket.socket, subprocess.Popen[bytes]]]:
+    """A ConfinedWorker whose "worker" is a sleeping process and the test's end of the pair."""
+    proc = subprocess.Popen(["sleep", "60"])
+    ours, theirs = socket.socketpair()
+    worker = ConfinedWorker.__new__(ConfinedWorker)
+    worker.kind = "delete"
+    worker.mode = "none"
+    worker._debug = None
+    worker._lock = threading.Lock()
+    worker._closed = False
+    worker._holder = _Holder(workspace_fd=-1)
+    worker._holder.child = _Child(proc, Channel(ours, MAX_REPLY), {})
+    try:
+        yield worker, theirs, proc
+    finally:
+        theirs.close()
+        ours.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+IDENT = Identity(1, 2, 3, 4, 5)
+KEPT = [
+    (OK_FRAME, None),
+    (fs_error_frame("NoteNotFound"), NoteNotFound),
+    (fs_error_frame("IdentityChanged"), IdentityChanged),
+    (os_error_frame(13), OsRefused),
+    (BAD_REQUEST_FRAME, ValueError),
+]
+DISCARDED = [
+    INTERNAL_ERROR_FRAME,
+    fs_error_frame("error_for_errno"),  # exported, but no error class
+    fs_error_frame("ProtocolError"),  # not fs_notes.fs's
+    ok_frame(IDENT),  # a delete's OK carries nothing
+    OK_FRAME + OK_FRAME,  # two replies to one request
+    frame(b"\x05"),  # no such status
+    frame(b"\x02\x00\x0d"),  # errno of the wrong size
+    struct.pack(">I", MAX_REPLY + 1),  # over the bound
+    struct.pack(">I", 0),
+]
+
+
+@pytest.mark.parametrize(("reply", "outcome"), KEPT)
+def test_replies_map_to_outcomes_and_the_worker_is_kept(
+    scripted: tuple[ConfinedWorker, socket.socket, subprocess.Popen[bytes]],
+    reply: bytes,
+    outcome: type[BaseException] | None,
+) -> None:
+    worker, theirs, proc = scripted
+    theirs.sendall(reply)  # lock step: the reply may as well be there already
+    if outcome is None:
+        worker.delete("a.md", IDENT)
+    else:
+        with pytest.raises(outcome) as info:
+            worker.delete("a.md", IDENT)
+        if outcome is OsRefused:
+            assert isinstance(info.value, OsRefused) and info.value.errno == 13
+    assert theirs.recv(1000) == encode_delete("a.md", IDENT)
+    assert worker.pid == proc.pid
+    assert proc.poll() is None
+
+
+@pytest.mark.parametrize("reply", DISCARDED)
+def test_replies_that_break_the_protocol_discard_the_worker(
+    scripted: tuple[ConfinedWorker, socket.socket, subprocess.Popen[bytes]], reply: bytes
+) -> None:
+    worker, theirs, proc = scripted
+    theirs.sendall(reply)
+    with pytest.raises(WorkerFailed):
+        worker.delete("a.md", IDENT)
+    assert worker.pid is None
+    assert proc.returncode == -signal.SIGKILL  # killed and reaped
+
+
+def test_a_create_reply_must_carry_an_identity(
+    scripted: tuple[ConfinedWorker, socket.socket, subprocess.Popen[bytes]],
+) -> None:
+    worker, theirs, proc = scripted
+    theirs.sendall(ok_frame(IDENT))
+    assert worker.create("a.md", b"x") == IDENT
+    theirs.sendall(OK_FRAME)
+    with pytest.raises(WorkerFailed):
+        worker.create("a.md", b"x")
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("how", ["silent", "closed"])
+def test_no_reply_in_time_or_a_closed_channel_discards_the_worker(
+    scripted: tuple[ConfinedWorker, socket.socket, subprocess.Popen[bytes]], how: str
+) -> None:
+    worker, theirs, proc = scripted
+    if how == "closed":
+        theirs.shutdown(socket.SHUT_WR)
+    started = time.monotonic()
+    with pytest.raises(WorkerFailed):
+        worker.delete("a.md", IDENT, timeout=0.2)
+    assert time.monotonic() - started < 1.0
+    assert worker.pid is None
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("second_alive", [True, False])
+def test_a_request_that_found_the_channel_closed_goes_to_a_fresh_worker_once(
+    scripted: tuple[ConfinedWorker, socket.socket, subprocess.Popen[bytes]],
+    monkeypatch: pytest.MonkeyPatch,
+    second_alive: bool,
+) -> None:
+    # EPIPE before any byte went out: the dead worker cannot have seen the request.
+    worker, theirs, proc = scripted
+    theirs.close()
+    fresh = subprocess.Popen(["sleep", "60"])
+    ours2, theirs2 = socket.socketpair()
+    monkeypatch.setattr(worker, "_start", lambda: _Child(fresh, Channel(ours2, MAX_REPLY), {}))
+    try:
+        if second_alive:
+            theirs2.sendall(OK_FRAME)
+            worker.delete("a.md", IDENT)
+            assert theirs2.recv(1000) == encode_delete("a.md", IDENT)
+            assert worker.pid == fresh.pid
+        else:
+            theirs2.close()
+            with pytest.raises(WorkerFailed):
+                worker.delete("a.md", IDENT)
+            assert worker.pid is None
+            assert fresh.returncode == -signal.SIGKILL
+        assert proc.returncode == -signal.SIGKILL
+    finally:
+        theirs2.close()
+        ours2.close()
+        if fresh.poll() is None:
+            fresh.kill()
+        fresh.wait()
 
 
 # -- failures: kill, timeout, death, restart ------------------------------------------------
@@ -392,6 +614,37 @@ def test_a_worker_outlives_the_short_lived_thread_that_started_it(workspace: Pat
         ident = note(workspace, "x.md")
         worker.delete("x.md", ident)
         assert worker.pid == pid
+
+
+_FAKE_WORKER = """
+import socket, sys, time
+fd = int(sys.argv[sys.argv.index("--channel-fd") + 1])
+socket.socket(fileno=fd).sendall(bytes.fromhex(sys.argv[1]))
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        frame(b'{"ok":true}') + OK_FRAME,  # more than the start-up report
+        OK_FRAME,  # a binary reply where the JSON report belongs
+        frame(b"[1]"),
+        struct.pack(">I", MAX_REPLY + 1),
+    ],
+    ids=["extra frame", "binary", "not an object", "oversized"],
+)
+def test_a_worker_whose_first_frame_is_not_one_start_up_report_is_refused(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, first: bytes
+) -> None:
+    monkeypatch.setattr(ConfinedWorker, "_command", lambda self, fd: [
+        sys.executable, "-c", _FAKE_WORKER, first.hex(), "--channel-fd", str(fd)
+    ])  # fmt: skip
+    before = {c.pid for c in psutil.Process().children()}
+    with pytest.raises(WorkerFailed, match="did not start"):
+        ConfinedWorker(str(workspace), "delete", "none", start_timeout=5.0)
+    assert {c.pid for c in psutil.Process().children()} <= before
+    assert no_zombie_children()
 
 
 # -- the hello check: a worker is accepted only if it reports what was asked for -------------
