@@ -46,6 +46,7 @@ Decisions (each one is a case in tests/test_lexical.py)
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -325,6 +326,15 @@ def parse_file_uri(uri: str) -> WorkspacePath:
 
 def parse_workspace_uri(uri: str) -> WorkspacePath:
     """Parse a workspace folder's ``file://`` URI; one trailing slash is allowed."""
+    if type(uri) is str:  # exactly str: a subclass could hash or compare in its own way
+        return _parse_workspace_cached(uri)
+    return _parse(uri, trailing_slash=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_workspace_cached(uri: str) -> WorkspacePath:
+    # Every request names its workspace, usually the same few: the parse is a pure function of
+    # the string and its result immutable, so it is remembered (refusals are not: they raise).
     return _parse(uri, trailing_slash=True)
 
 

@@ -33,8 +33,10 @@ with open(ws + "/mnt/x.md", "w") as f:
 sh("mount", "--bind", out, ws + "/bind")
 sh("mount", "--bind", out + "/secret.md", ws + "/f.md")
 if hide_mount_ids:  # a kernel without STATX_MNT_ID: only st_dev is compared
+    from fs_notes.fs import statx
     mounts.mount_id = lambda fd: None
     mounts.mount_id_at = lambda dirfd, name: None
+    statx.STATX_MNT_ID = 0  # lstat_at then reports mnt_id=None
 secret = Identity.of(os.stat(out + "/secret.md"))
 results = {}
 def run(label, call):
@@ -122,3 +124,5 @@ def test_without_mount_ids_the_walk_sees_only_other_devices(tmp_path: Path) -> N
     assert got["list mnt"] == "Escape"
     assert got["read bind/secret.md"] == "ok:b'SECRET'"
     assert got["stat f.md"].startswith("ok:Identity(")
+    # Without mount ids the same-device bind mount's notes are listed too (the documented limit).
+    assert got["list bind"] == "ok:['bind/new.md', 'bind/secret.md', 'bind/sub/new.md']"

@@ -29,6 +29,7 @@ from typing import Final
 __all__ = ["OUTCOMES", "AuditLog"]
 
 audit_logger = logging.getLogger("fs_notes.audit")
+_ENCODE = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
 
 OUTCOMES: Final = frozenset(
     {
@@ -100,7 +101,7 @@ class AuditLog:
         }
         if reason is not None:
             entry["reason"] = reason
-        line = json.dumps(entry, ensure_ascii=True, separators=(",", ":"))
+        line = _ENCODE(entry)
         with self._lock:
             if self._fd is None:
                 if self._path is not None:

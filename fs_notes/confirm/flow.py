@@ -120,6 +120,8 @@ Outcome = Decision.Delete | Decision.Declined | Decision.Cancelled
 
 def _display(text: str, limit: int) -> str:
     """`text` made safe to show: control/format/separator/surrogate characters escaped, cut."""
+    if text.isprintable():  # none of those categories (isprintable is False for all of them)
+        return text if len(text) <= limit else text[: limit - 1] + "\u2026"
     out: list[str] = []
     for char in text:
         if unicodedata.category(char) in {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}:

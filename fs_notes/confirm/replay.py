@@ -2,9 +2,9 @@
 
 Guarantees: `claim(nonce, ...)` returns True for at most one caller, across every thread, every
 `ReplayStore` instance and every process on this machine that opens the same SQLite file (one
-`BEGIN IMMEDIATE` transaction: prune, look up, insert; the nonce is the PRIMARY KEY). A nonce is
-never removed before its expiry plus `RETENTION_MARGIN` (so a wall clock stepped back a little
-cannot resurrect an expired token whose nonce was pruned). When the table holds `max_rows`
+`BEGIN IMMEDIATE` transaction: prune, then insert-if-absent; the nonce is the PRIMARY KEY). A
+nonce is never removed before its expiry plus `RETENTION_MARGIN` (so a wall clock stepped back a
+little cannot resurrect an expired token whose nonce was pruned). When the table holds `max_rows`
 unexpired nonces, `claim` raises `ReplayStoreFull`: it fails closed and never evicts a live nonce.
 Any SQLite error propagates: the caller must treat an exception as "not claimed".
 
@@ -180,21 +180,24 @@ class ReplayStore:
     def _claim_locked(
         self, conn: sqlite3.Connection, nonce: str, keep_until: float, now: float
     ) -> bool | None:
-        """Inside the write transaction: prune a bounded batch, then look up and insert."""
+        """Inside the write transaction: prune a bounded batch, then insert unless the nonce is
+        there already or the table is full (one statement); None when full."""
         conn.execute(
             "DELETE FROM spent_nonce WHERE nonce IN (SELECT nonce FROM spent_nonce"
             " WHERE keep_until < ? ORDER BY keep_until LIMIT ?)",
             (now, self._prune_batch),
         )
+        inserted = conn.execute(
+            "INSERT INTO spent_nonce (nonce, keep_until) SELECT ?, ?"
+            " WHERE (SELECT count(*) FROM spent_nonce) < ?"
+            " ON CONFLICT (nonce) DO NOTHING",
+            (nonce, keep_until, self._max_rows),
+        ).rowcount
+        if inserted == 1:
+            return True
         if conn.execute("SELECT 1 FROM spent_nonce WHERE nonce = ?", (nonce,)).fetchone():
             return False
-        (rows,) = conn.execute("SELECT count(*) FROM spent_nonce").fetchone()
-        if rows >= self._max_rows:
-            return None
-        conn.execute(
-            "INSERT INTO spent_nonce (nonce, keep_until) VALUES (?, ?)", (nonce, keep_until)
-        )
-        return True
+        return None
 
     def is_spent(self, nonce: str) -> bool:
         """Whether `nonce` is recorded as spent (pruned nonces are long expired)."""

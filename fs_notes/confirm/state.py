@@ -133,10 +133,17 @@ def _b64u_decode(text: str) -> bytes:
     return raw
 
 
+# One encoder per form: json.dumps with options builds a new encoder on every call.
+_CANONICAL = {
+    ascii_only: json.JSONEncoder(
+        sort_keys=True, separators=(",", ":"), ensure_ascii=ascii_only, allow_nan=False
+    ).encode
+    for ascii_only in (True, False)
+}
+
+
 def _canonical(value: Any, *, ensure_ascii: bool) -> str:
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=ensure_ascii, allow_nan=False
-    )
+    return _CANONICAL[ensure_ascii](value)
 
 
 def args_digest(arguments: Mapping[str, Any]) -> str:
@@ -217,7 +224,7 @@ class KeyRing:
         key = self._keys.get(kid)
         if key is None:
             return None
-        return _b64u(hmac.new(key, message, hashlib.sha256).digest())
+        return _b64u(hmac.digest(key, message, "sha256"))
 
 
 def _parse_key_lines(data: bytes) -> list[tuple[str, bytes]]:

@@ -18,7 +18,6 @@ Does not: exist in `serve`.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -298,12 +297,8 @@ class TracingDispatcher(Dispatcher):
             return None
         return {**response, TRACE_KEY: [e.to_json() for e in events]}
 
-    async def handle_async(
-        self, msg: Request | Notification, principal: CallPrincipal, transport: str
-    ) -> dict[str, Any] | None:
-        if isinstance(msg, Request):
-            method = self._inner.method(msg.method)
-            if method is not None and method.blocking:
-                loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(None, self.handle, msg, principal, transport)
-        return self.handle(msg, principal, transport)
+    def _blocking(self, msg: Request | Notification) -> bool:
+        if not isinstance(msg, Request):
+            return False
+        method = self._inner.method(msg.method)
+        return method is not None and method.blocking

@@ -20,6 +20,7 @@ import stat
 from .errors import FsError, SymlinkRefused
 from .identity import Identity
 from .resolver import is_symlink_at, raise_from_os
+from .statx import NoteStat
 
 __all__ = ["TMP_PREFIX", "create_in", "read_upto", "replace_in", "sync_dir", "write_all"]
 
@@ -98,7 +99,7 @@ def open_temp(parent: int) -> tuple[int, str]:
     raise FsError()
 
 
-def replace_in(parent: int, name: str, data: bytes, old: os.stat_result) -> Identity:
+def replace_in(parent: int, name: str, data: bytes, old: NoteStat) -> Identity:
     fd, tmp = open_temp(parent)
     renamed = False
     try:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .statx import NoteStat
+
 __all__ = ["Identity"]
 
 _U64 = 1 << 64
@@ -38,7 +40,7 @@ class Identity:
     ctime_ns: int
 
     @classmethod
-    def of(cls, st: os.stat_result) -> Identity:
+    def of(cls, st: os.stat_result | NoteStat) -> Identity:
         return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
     def to_json(self) -> list[int]:

@@ -13,7 +13,8 @@ import os
 import threading
 import time
 
-Entry = tuple[str, str, bool]  # (sort key: name or "name/", name, is_file)
+# (sort key: name or "name/", name, is_dir, the inode number the folder lists for it)
+Entry = tuple[str, str, bool, int]
 
 RACY_SECONDS = 2
 MAX_FOLDERS = 8192

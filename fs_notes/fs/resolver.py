@@ -18,6 +18,7 @@ from typing import Literal, NoReturn, Protocol
 
 from . import mounts
 from .errors import Escape, SymlinkRefused, error_for_errno
+from .statx import NoteStat
 
 __all__ = [
     "DIR_FLAGS",
@@ -101,16 +102,10 @@ class Anchor:
         if not same:
             raise Escape()
 
-    def holds_entry(self, dirfd: int, name: str, st: os.stat_result) -> bool:
-        """Whether entry ``name`` of ``dirfd`` (lstat ``st``) is on the workspace's mount."""
-        if st.st_dev != self.dev:
-            return False
-        if self.mnt_id is None:
-            return True
-        try:
-            return mounts.mount_id_at(dirfd, name) == self.mnt_id
-        except OSError:
-            return False
+    def holds(self, st: NoteStat) -> bool:
+        """Whether an entry whose ``statx.lstat_at`` is ``st`` is on the workspace's mount (an
+        unknown mount id, when the workspace's is known, does not count)."""
+        return st.st_dev == self.dev and (self.mnt_id is None or st.mnt_id == self.mnt_id)
 
 
 class Resolver(Protocol):

@@ -16,9 +16,13 @@ loss right after it may undo it). Error messages never include a path.
 
 What this layer does NOT protect against (decided, not overlooked):
 - Bind mounts of the same device inside the workspace, on old kernels only. Mounts are refused,
-  not followed: openat2 sees any crossing (RESOLVE_NO_XDEV) and the walk compares statx mount
-  ids; but where the kernel has no STATX_MNT_ID (before 5.8, so no openat2 either unless it is
-  5.6/5.7) the walk can only compare st_dev, which a same-device bind mount passes.
+  not followed: openat2 sees any crossing (RESOLVE_NO_XDEV), the walk and every delete/update
+  compare statx mount ids, and the listing takes a note to be on the workspace's mount when its
+  lstat device is the workspace's and its inode is the one the folder itself lists for the name
+  (readdir's d_ino is the covered entry's inode: a file mounted over it shows another inode,
+  unless it is that very inode of that very filesystem) and asks statx otherwise. But where the
+  kernel has no STATX_MNT_ID (before 5.8, so no openat2 either unless it is 5.6/5.7) only st_dev
+  can be compared, which a same-device bind mount passes.
 - Hard links that exist before we look. A hard link is the same file under two names and nothing
   says which name is "inside". We refuse writes and deletes of a file with st_nlink > 1 (as asked)
   and, by our choice, reads and listing too: a read is exactly where a hard link leaks (someone
@@ -61,7 +65,7 @@ from .errors import (
 )
 from .fileops import TMP_PREFIX, create_in, read_upto, replace_in
 from .identity import Identity
-from .listing_cache import ListingCache
+from .listing_cache import Entry, ListingCache
 from .paths import MAX_COMPONENTS, split_folder, split_relpath
 from .resolve_openat2 import Openat2Resolver
 from .resolver import (
@@ -73,6 +77,7 @@ from .resolver import (
     open_child_dir,
     raise_from_os,
 )
+from .statx import NoteStat, lstat_at
 from .walk import WalkResolver
 
 __all__ = ["TMP_PREFIX", "ResolverChoice", "WorkspaceRoot"]
@@ -80,6 +85,8 @@ __all__ = ["TMP_PREFIX", "ResolverChoice", "WorkspaceRoot"]
 ResolverChoice = Literal["auto", "openat2", "walk"]
 _READ_ATTEMPTS = 3
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+_S_IFMT = stat.S_IFMT(0o177777)
+_S_IFREG = stat.S_IFREG
 
 
 class WorkspaceRoot:
@@ -239,21 +246,22 @@ class WorkspaceRoot:
         payload = _bytes(data)
         if expected is not None and not isinstance(expected, Identity):
             raise TypeError("expected must be an Identity")
-        self._live()
-        parent = self._resolver.open_dir(comps[:-1])
+        anchor = self._live()
+        parent = self._parent_of(anchor, comps)
         try:
             st = self._require_target(parent, comps[-1], expected)
             return replace_in(parent, comps[-1], payload, st)
         finally:
-            os.close(parent)
+            if parent != anchor.fd:
+                os.close(parent)
 
     def unlink_note(self, relpath: str, expected: Identity) -> None:
         """Delete the note, only if it still is the file ``expected`` describes."""
         comps = split_relpath(relpath)
         if not isinstance(expected, Identity):
             raise TypeError("expected must be an Identity")
-        self._live()
-        parent = self._resolver.open_dir(comps[:-1])
+        anchor = self._live()
+        parent = self._parent_of(anchor, comps)
         try:
             self._require_target(parent, comps[-1], expected)
             try:
@@ -265,19 +273,27 @@ class WorkspaceRoot:
             # only a power loss can bring the note back, and then a new confirmation is needed
             # (the sealed state is bound to the boot id; see confirm/replay.py).
         finally:
-            os.close(parent)
+            if parent != anchor.fd:
+                os.close(parent)
 
-    def _require_target(self, parent: int, name: str, expected: Identity | None) -> os.stat_result:
+    def _parent_of(self, anchor: Anchor, comps: list[str]) -> int:
+        """The folder holding the last of ``comps``: the workspace fd itself for a top-level
+        note (not to be closed), else a new fd from the resolver (the caller closes it)."""
+        if len(comps) == 1:
+            return anchor.fd
+        return self._resolver.open_dir(comps[:-1])
+
+    def _require_target(self, parent: int, name: str, expected: Identity | None) -> NoteStat:
         """lstat of a note we are about to replace or remove, with every check before acting."""
         try:
-            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            st = lstat_at(parent, name)
         except OSError as exc:
             raise_from_os(exc)
         if stat.S_ISLNK(st.st_mode):
             raise SymlinkRefused()
         if not stat.S_ISREG(st.st_mode):
             raise NotRegular()
-        if not self._anchor.holds_entry(parent, name, st):
+        if not self._anchor.holds(st):
             raise Escape()
         if expected is not None and Identity.of(st) != expected:
             raise IdentityChanged()
@@ -321,39 +337,49 @@ class WorkspaceRoot:
                 folder_st = os.fstat(fd)
                 entries = self._listings.get(folder_st)
                 if entries is None:
-                    with os.scandir(fd) as it:
-                        # A folder sorts as "name/": every id beneath it starts so, which makes
-                        # this depth-first walk yield ids in global code-point order.
-                        entries = sorted(
-                            (
-                                e.name + "/" if e.is_dir(follow_symlinks=False) else e.name,
-                                e.name,
-                                e.is_file(follow_symlinks=False),
-                            )
-                            for e in it
-                            if not e.name.startswith(".") and not e.is_symlink()
-                        )
+                    entries = _list_folder(fd)
                     self._listings.put(folder_st, entries)
             except OSError as exc:
                 if top:
                     raise_from_os(exc)
                 return
-            for key, name, is_file in entries:
-                is_dir = key.endswith("/")
-                full = prefix + key
-                if after is not None and full <= after and not (is_dir and after.startswith(full)):
-                    continue  # a note at or before the cursor, or a folder wholly before it
-                # A file in a subfolder has depth + 2 components: keep it within the path cap.
-                if is_dir and depth + 2 <= MAX_COMPONENTS:
-                    child = self._open_listed_dir(fd, name)
-                    if child is not None:
-                        yield from self._iter_tree(child, full, depth + 1, after)
-                elif is_file and name.endswith(".md"):
-                    st = self._listed_note(fd, name)
-                    if st is not None:
-                        yield prefix + name, st
+            dev = self._anchor.dev
+            for key, name, is_dir, ino in entries:
+                if after is not None:
+                    full = prefix + key
+                    if full <= after and not (is_dir and after.startswith(full)):
+                        continue  # a note at or before the cursor, or a folder wholly before it
+                if is_dir:
+                    # A file in a subfolder has depth + 2 components: keep it within the cap.
+                    if depth + 2 <= MAX_COMPONENTS:
+                        child = self._open_listed_dir(fd, name)
+                        if child is not None:
+                            yield from self._iter_tree(child, prefix + key, depth + 1, after)
+                    continue
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    continue  # gone since the listing
+                # Still a regular, singly linked file (the listing may be from the cache) on the
+                # workspace's device...
+                if not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_dev == dev):
+                    continue
+                # ...and on its mount: the inode the folder itself lists under this name (readdir
+                # reports the covered entry's inode, lstat a mount's), else the mount id decides.
+                if st.st_ino != ino and not self._listed_on_mount(fd, name, st):
+                    continue
+                yield prefix + name, st
         finally:
             os.close(fd)
+
+    def _listed_on_mount(self, fd: int, name: str, st: os.stat_result) -> bool:
+        """Whether entry ``name`` (lstat ``st``) is on the workspace's mount, by mount id (and
+        still the file ``st`` describes)."""
+        try:
+            now = lstat_at(fd, name)
+        except OSError:
+            return False
+        return self._anchor.holds(now) and Identity.of(now) == Identity.of(st)
 
     def _open_listed_dir(self, fd: int, name: str) -> int | None:
         try:
@@ -367,16 +393,23 @@ class WorkspaceRoot:
             return None
         return child
 
-    def _listed_note(self, fd: int, name: str) -> os.stat_result | None:
-        try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except OSError:
-            return None
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            return None
-        if not self._anchor.holds_entry(fd, name, st):
-            return None
-        return st
+
+def _list_folder(fd: int) -> list[Entry]:
+    """The folder's sub-folders and *.md regular files (no hidden entries, no symlinks) with the
+    inode numbers it lists for them, sorted by id suffix: a folder sorts as "name/", since every
+    id beneath it starts so, which makes the depth-first walk yield ids in code-point order."""
+    entries: list[Entry] = []
+    with os.scandir(fd) as it:
+        for e in it:
+            name = e.name
+            if name.startswith("."):
+                continue
+            if e.is_dir(follow_symlinks=False):
+                entries.append((name + "/", name, True, e.inode()))
+            elif name.endswith(".md") and e.is_file(follow_symlinks=False):
+                entries.append((name, name, False, e.inode()))
+    entries.sort()
+    return entries
 
 
 def _check_options(resolver: object, symlinks: object) -> None:

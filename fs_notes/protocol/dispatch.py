@@ -76,18 +76,45 @@ class Dispatcher:
             log.exception("internal error in %s id=%r", msg.method, msg.id)
             return error_response(msg.id, ProtocolError(INTERNAL_ERROR, "Internal error"))
 
+    def _blocking(self, msg: Request | Notification) -> bool:
+        """Whether answering `msg` may block (it then runs in the executor)."""
+        if not isinstance(msg, Request):
+            return False
+        method = self._methods.get(msg.method)
+        return method is not None and method.blocking
+
     async def handle_async(
         self, msg: Request | Notification, principal: Principal, transport: str
     ) -> dict[str, Any] | None:
         """As `handle`; blocking methods run in the executor, so a slow call blocks no other."""
-        if isinstance(msg, Request):
-            method = self._methods.get(msg.method)
-            if method is not None and method.blocking:
-                loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(
-                    self._executor, self.handle, msg, principal, transport
-                )
+        if self._blocking(msg):
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self._executor, self.handle, msg, principal, transport
+            )
         return self.handle(msg, principal, transport)
+
+    async def respond(
+        self,
+        msg: Request | Notification,
+        principal: Principal,
+        transport: str,
+        deliver: Callable[[dict[str, Any]], None],
+    ) -> None:
+        """As `handle_async`, but the answer (if any) goes to `deliver`, which a blocking method
+        calls from the executor thread that ran it: the answer leaves without waiting for the
+        event loop to wake up and take it back (that hand-back cost ~0.1 ms per request on a
+        busy 2-core host). `deliver` must therefore be thread-safe."""
+
+        def answer() -> None:
+            response = self.handle(msg, principal, transport)
+            if response is not None:
+                deliver(response)
+
+        if self._blocking(msg):
+            await asyncio.get_running_loop().run_in_executor(self._executor, answer)
+        else:
+            answer()
 
     def _run(self, req: Request, principal: Principal, transport: str) -> dict[str, Any]:
         method = self._methods.get(req.method)
@@ -139,12 +166,27 @@ class LazyDispatcher(Dispatcher):
             return self.full().handle(msg, principal, transport)
         return super().handle(msg, principal, transport)
 
+    async def _full_async(self) -> Dispatcher:
+        full = self._full
+        if full is None:  # built off the event loop: it imports pydantic and the tools
+            full = await asyncio.get_running_loop().run_in_executor(None, self.full)
+        return full
+
     async def handle_async(
         self, msg: Request | Notification, principal: Principal, transport: str
     ) -> dict[str, Any] | None:
         if isinstance(msg, Request) and msg.method not in self._early:
-            full = self._full
-            if full is None:
-                full = await asyncio.get_running_loop().run_in_executor(None, self.full)
-            return await full.handle_async(msg, principal, transport)
+            return await (await self._full_async()).handle_async(msg, principal, transport)
         return super().handle(msg, principal, transport)
+
+    async def respond(
+        self,
+        msg: Request | Notification,
+        principal: Principal,
+        transport: str,
+        deliver: Callable[[dict[str, Any]], None],
+    ) -> None:
+        if isinstance(msg, Request) and msg.method not in self._early:
+            await (await self._full_async()).respond(msg, principal, transport, deliver)
+        else:
+            await super().respond(msg, principal, transport, deliver)

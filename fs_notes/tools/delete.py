@@ -45,7 +45,7 @@ from ..protocol.errors import INVALID_PARAMS, ProtocolError
 from ..protocol.meta import require_form_elicitation
 from ..protocol.models import CallToolResult, InputRequiredResult, TextContent
 from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded
-from .read_tools import load_note
+from .read_tools import load_note, stat_key
 from .registry import WORKSPACE_URI, ToolSpec
 
 log = logging.getLogger("fs_notes.delete")
@@ -105,11 +105,16 @@ def find_candidates(env: NotesEnv, ws: Opened, title: str) -> list[Candidate]:
     wanted = title.strip().lower()
     exact: list[Candidate] = []
     partial: list[Candidate] = []
+    workspace, cached = ws.workspace.name, env.cache.get
     for note_id, st in ws.root.iter_notes(""):
-        try:
-            note_title = load_note(env, ws, note_id, st).title.lower()
-        except FsError:
-            continue
+        # Only the title is needed: a cache entry without its text (over the budget) will do.
+        note = cached(workspace, note_id, stat_key(st))
+        if note is None:
+            try:
+                note = load_note(env, ws, note_id, None)
+            except FsError:
+                continue
+        note_title = note.title.lower()
         if wanted in note_title:
             bucket = exact if note_title == wanted else partial
             bucket.append(Candidate(note_id, FileIdentity.from_stat(st)))

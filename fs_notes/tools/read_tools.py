@@ -36,10 +36,15 @@ def _key(ident: Identity) -> tuple[int, int, int, int, int]:
     return (ident.dev, ident.ino, ident.size, ident.mtime_ns, ident.ctime_ns)
 
 
+def stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """The identity of a listed note as a cache key (the fields of ``Identity.of(st)``)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def load_note(env: NotesEnv, ws: Opened, note_id: str, st: os.stat_result | None) -> CachedNote:
     """The cached title/text of a note, (re)reading it through the root handle when needed."""
     if st is not None:
-        hit = env.cache.get(ws.workspace.name, note_id, _key(Identity.of(st)))
+        hit = env.cache.get(ws.workspace.name, note_id, stat_key(st))
         if hit is not None and hit.text is not None:
             return hit
     data, ident = ws.root.read_note(note_id, max_bytes=MAX_NOTE_BYTES)

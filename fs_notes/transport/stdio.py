@@ -19,6 +19,7 @@ import os
 import signal
 import stat
 import sys
+import threading
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -105,10 +106,16 @@ async def serve(
         loop.add_signal_handler(sig, on_signal)
     inflight: set[asyncio.Task[None]] = set()
 
+    write_lock = threading.Lock()
+
     def write(message: dict[str, object]) -> None:
+        # Called from the event loop and, for blocking methods, from the executor thread that
+        # answered (Dispatcher.respond): one whole line per message, under the lock.
         nonlocal stopping
+        line = dumps(message) + b"\n"
         try:
-            out.write(dumps(message) + b"\n")
+            with write_lock:
+                out.write(line)
         except (BrokenPipeError, ValueError):
             stopping = True
 
@@ -123,10 +130,10 @@ async def serve(
             return
         if isinstance(msg, ClientResponse) or link.takes(msg):
             response = await link.handle(msg)
+            if response is not None:
+                write(response)
         else:
-            response = await dispatcher.handle_async(msg, principal, "stdio")
-        if response is not None:
-            write(response)
+            await dispatcher.respond(msg, principal, "stdio", write)
 
     if on_ready:
         on_ready()
