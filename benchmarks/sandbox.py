@@ -12,6 +12,11 @@ per deletion on this VM's disk and dominated every earlier run.) Targets: median
 (~15 us here) plus layer 2 in the worker (~15-25 us); the wire format and the supervisor add
 ~5 us (no poll, fcntl or waitpid per request: see sandbox/protocol.py). On a shared 2-core
 machine the medians move by +-20 us from run to run.
+
+A last loop (reference, no target) waits 1 ms before each deletion, as a server does between
+requests: the worker then wakes on a CPU that has been idle, and on this nested-virtualisation
+host that alone costs ~150 us (caches and TLB are cold after the vCPU halts; pinning both
+processes to one CPU does not help). It is the number to expect inside `serve`.
 Exits 1 when a target is missed, 2 when the mode cannot run here.
 """
 
@@ -64,11 +69,15 @@ def bench_in_process(root: WorkspaceRoot, dir_fd: int, n: int) -> list[float]:
     return samples
 
 
-def bench_worker(worker: ConfinedWorker, dir_fd: int, n: int) -> list[float]:
+def bench_worker(
+    worker: ConfinedWorker, dir_fd: int, n: int, pause: float = 0.0, tag: str = "w"
+) -> list[float]:
     samples = []
     for i in range(n):
-        name = f"w-{i}.md"
+        name = f"{tag}-{i}.md"
         ident = _make(dir_fd, name)
+        if pause:
+            time.sleep(pause)
         t0 = time.perf_counter_ns()
         worker.delete(name, ident)
         samples.append((time.perf_counter_ns() - t0) / 1000)
@@ -96,6 +105,7 @@ def main() -> int:
                 raw = bench_raw(dir_fd, n)
                 in_process = bench_in_process(root, dir_fd, n)
                 through = bench_worker(worker, dir_fd, n)
+                paced = bench_worker(worker, dir_fd, min(n, 500), pause=0.001, tag="p")
         finally:
             os.close(dir_fd)
     raw_med = statistics.median(raw)
@@ -108,6 +118,10 @@ def main() -> int:
     print(f"unlink_note in process (layer 2) median {ip_med:8.1f} us  (resolve, verify, unlink)")
     print(f"{mode:8} worker delete           median {med:8.1f} us  p90 {p90:8.1f} us")
     print(f"sandbox overhead (worker - in process)  {med - ip_med:8.1f} us")
+    print(
+        f"{mode:8} worker, idle 1 ms before    median {statistics.median(paced):8.1f} us"
+        "  (reference: what a server sees)"
+    )
     print(f"ratio worker / raw                      {ratio:8.1f}x")
     ok = med <= TARGET_US and ratio <= TARGET_RATIO
     print(f"targets (<= {TARGET_US:.0f} us, <= {TARGET_RATIO:.0f}x): {'met' if ok else 'MISSED'}")

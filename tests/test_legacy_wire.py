@@ -166,6 +166,20 @@ def test_a_legacy_stdio_client_lists_reads_and_deletes_with_confirmation(
     assert not (ws / "tps.md").exists() and _outside_untouched(ws)
 
 
+def test_a_pipelined_handshake_is_read_in_order(stdio: StdioServer) -> None:
+    """initialize, initialized and a request in one write: the request is parsed only after
+    initialize opened the session, so it is the legacy session's (no modern -32602 for the
+    missing _meta), exactly as if the client had waited for each answer."""
+    lines = [_init(FORM, "2025-11-25"), INITIALIZED, _req(2, "tools/list")]
+    stdio.send_raw(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+    welcome, tools = stdio.recv(), stdio.recv()
+    check_legacy(welcome, "initialize")
+    check_legacy(tools, "tools/list")
+    assert welcome["result"]["protocolVersion"] == "2025-11-25"
+    assert tools["id"] == 2 and "notes_delete" in [t["name"] for t in tools["result"]["tools"]]
+    stdio.expect_silence()
+
+
 def test_modern_requests_keep_working_beside_a_legacy_stdio_session(
     stdio: StdioServer, ws: Path
 ) -> None:

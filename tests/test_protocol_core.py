@@ -207,3 +207,47 @@ def test_a_lone_surrogate_echoed_back_still_encodes_as_json() -> None:
     assert isinstance(msg, Request)
     out = dumps(error_response(msg.id, ProtocolError(-32602, "x", {"uri": "file:///\udcc0"})))
     assert json.loads(out)["id"] == "\udcc0"
+
+
+# --- Dispatcher.start: answering without the event loop (the stdio fast path) ---------------
+
+
+def _who(call: Any) -> dict[str, Any]:
+    import threading
+
+    return {"thread": threading.current_thread().name}
+
+
+def test_start_runs_a_blocking_method_in_the_executor_and_delivers_from_there() -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="exec") as pool:
+        disp = Dispatcher({"x/slow": Method(_who, blocking=True), "x/fast": Method(_who)}, pool)
+        got: list[tuple[str, dict[str, Any]]] = []
+
+        def deliver(response: dict[str, Any]) -> None:
+            got.append((threading.current_thread().name, response))
+
+        future = disp.start(Request(1, "x/slow", {"_meta": meta()}), Who(), "test", deliver)
+        assert future is not None
+        future.result(5)
+        done = disp.start(Request(2, "x/fast", {"_meta": meta()}), Who(), "test", deliver)
+        assert done is not None and done.done()
+        assert disp.start(Notification("x/fast", {}), Who(), "test", deliver) is not None
+    assert [(t, r["id"], r["result"]["thread"]) for t, r in got] == [
+        ("exec_0", 1, "exec_0"),
+        (threading.current_thread().name, 2, threading.current_thread().name),
+    ]  # the notification got no answer
+
+
+def test_start_declines_what_it_cannot_run_without_the_loop() -> None:
+    from fs_notes.protocol.dispatch import LazyDispatcher
+
+    sent: list[dict[str, Any]] = []
+    no_pool = Dispatcher({"x/slow": Method(_who, blocking=True)})
+    assert no_pool.start(Request(1, "x/slow", {"_meta": meta()}), Who(), "t", sent.append) is None
+    built: list[str] = []
+    lazy = LazyDispatcher({}, lambda: built.append("built") or no_pool)  # type: ignore[func-returns-value]
+    assert lazy.start(Request(2, "x/slow", {"_meta": meta()}), Who(), "t", sent.append) is None
+    assert built == [] and sent == []  # nothing was built on the caller's thread, nothing sent

@@ -404,10 +404,10 @@ def _list_folder(fd: int) -> list[Entry]:
             name = e.name
             if name.startswith("."):
                 continue
-            if e.is_dir(follow_symlinks=False):
-                entries.append((name + "/", name, True, e.inode()))
-            elif name.endswith(".md") and e.is_file(follow_symlinks=False):
+            if name.endswith(".md") and e.is_file(follow_symlinks=False):
                 entries.append((name, name, False, e.inode()))
+            elif e.is_dir(follow_symlinks=False):
+                entries.append((name + "/", name, True, e.inode()))
     entries.sort()
     return entries
 

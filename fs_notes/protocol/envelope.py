@@ -130,9 +130,14 @@ def dumps(message: dict[str, Any]) -> bytes:
     return _encode(message)
 
 
+# Built once: json.dumps with options other than the defaults builds a new encoder per call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
+
+
 def _encode(value: Any) -> bytes:
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return _COMPACT(value).encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (e.g. a client's "\udcc0" echoed back) has no UTF-8 form: escape it.
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+        return _COMPACT_ASCII(value).encode("ascii")

@@ -21,11 +21,12 @@ import stat
 import sys
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import BinaryIO
 
 from ..legacy import ClientResponse, LegacyAdapter, StdioLegacy
 from ..protocol.dispatch import Dispatcher, Principal
-from ..protocol.envelope import EnvelopeError, dumps, error_response
+from ..protocol.envelope import EnvelopeError, Notification, Request, dumps, error_response
 from ..protocol.errors import INVALID_REQUEST, ProtocolError
 
 log = logging.getLogger("fs_notes.stdio")
@@ -105,6 +106,7 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
     inflight: set[asyncio.Task[None]] = set()
+    started: set[Future[None]] = set()  # blocking requests handed straight to the executor
 
     write_lock = threading.Lock()
 
@@ -122,18 +124,38 @@ async def serve(
     # A connection opened with `initialize` gets a legacy session (fs_notes/legacy/stdio.py).
     link = StdioLegacy(legacy or LegacyAdapter(dispatcher), principal, write)
 
-    async def run(raw: bytes) -> None:
+    async def run_legacy(msg: ClientResponse | Request | Notification) -> None:
+        response = await link.handle(msg)
+        if response is not None:
+            write(response)
+
+    def finished(future: Future[None]) -> None:  # runs in the executor thread
+        started.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.error("stdio request failed", exc_info=future.exception())
+
+    def track(task: asyncio.Task[None]) -> None:
+        inflight.add(task)
+        task.add_done_callback(inflight.discard)
+
+    async def dispatch(raw: bytes) -> None:
         try:
             msg = link.read(raw)
         except EnvelopeError as exc:
             write(error_response(exc.id, exc.error))
             return
         if isinstance(msg, ClientResponse) or link.takes(msg):
-            response = await link.handle(msg)
-            if response is not None:
-                write(response)
-        else:
-            await dispatcher.respond(msg, principal, "stdio", write)
+            track(asyncio.create_task(run_legacy(msg)))
+            # Let it run up to its first wait before the next line is read: `initialize` opens
+            # the legacy session there, and the next line's parsing depends on it.
+            await asyncio.sleep(0)
+            return
+        future = dispatcher.start(msg, principal, "stdio", write)
+        if future is None:  # not startable without the loop (the tools are still loading)
+            track(asyncio.create_task(dispatcher.respond(msg, principal, "stdio", write)))
+        elif not future.done():
+            started.add(future)
+            future.add_done_callback(finished)
 
     if on_ready:
         on_ready()
@@ -147,13 +169,13 @@ async def serve(
                 continue
             if not line.strip():
                 continue
-            task = asyncio.create_task(run(line))
-            inflight.add(task)
-            task.add_done_callback(inflight.discard)
+            await dispatch(line)
     finally:
         link.close()  # nothing waits for a client that has gone
-        if inflight:
-            _, pending = await asyncio.wait(inflight, timeout=GRACE_SECONDS)
+        waiting: set[asyncio.Future[None]] = set(inflight)
+        waiting.update(asyncio.wrap_future(f) for f in list(started))
+        if waiting:
+            _, pending = await asyncio.wait(waiting, timeout=GRACE_SECONDS)
             for task in pending:
                 task.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
