@@ -89,6 +89,7 @@ OP_CODES: Final[dict[str, int]] = {
     "sleep": 0x84,
 }
 _OP_NAMES: Final = {code: op for op, code in OP_CODES.items()}
+_DELETE: Final = OP_CODES["delete"]
 
 HAS_IDENTITY: Final = 0x01
 HAS_DIR_FD: Final = 0x02
@@ -413,7 +414,18 @@ def parse_request(body: bytes, kind: str, debug: bool) -> Request:
     """Validate a request body for a worker of `kind`; raises ProtocolError."""
     if len(body) < REQUEST_HEAD_SIZE:
         raise ProtocolError("request shorter than its head")
-    code, flags, path_len, *ident = _REQUEST.unpack_from(body)
+    head = _REQUEST.unpack_from(body)
+    code, flags, path_len = head[0], head[1], head[2]
+    if code == _DELETE and flags == HAS_IDENTITY and kind == "delete":  # the hot path, in short
+        end = REQUEST_HEAD_SIZE + path_len
+        if end != len(body):
+            raise ProtocolError(
+                "path runs past the end of the frame"
+                if end > len(body)
+                else "trailing bytes after a delete"
+            )
+        return Request("delete", _decode_path(body[REQUEST_HEAD_SIZE:end]), _identity(*head[3:]))
+    ident = list(head[3:])
     if code not in _ALLOWED[(kind, debug)]:
         raise ProtocolError("operation not accepted by this worker")
     op = _OP_NAMES[code]

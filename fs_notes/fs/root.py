@@ -295,7 +295,7 @@ class WorkspaceRoot:
             raise NotRegular()
         if not self._anchor.holds(st):
             raise Escape()
-        if expected is not None and Identity.of(st) != expected:
+        if expected is not None and st.key != expected:
             raise IdentityChanged()
         if st.st_nlink > 1:
             raise Hardlinked()
