@@ -1,23 +1,27 @@
 """stdio transport: newline-delimited JSON-RPC on stdin/stdout; logs on stderr only.
 
-Each request runs as its own task (blocking methods in a thread pool), so a slow call never holds
-up the others; responses are written whole, one per line, from the event loop thread. The
-protocol stream gets a private duplicate of fd 1 and fd 1 itself is pointed at stderr, so a stray
-print or a child process can never corrupt the stream. Ends cleanly on EOF, SIGTERM or SIGINT,
-after the requests in flight have been answered (bounded by a grace period).
+stdin is read by a leader/follower pool (leaders.py): the thread that reads a request answers it,
+after another thread took over the reading, so a slow call never holds up the others and no
+request waits for a second thread to wake up. At most MAX_THREADS requests are answered at once.
+Responses are written whole, one per line, under a lock. The protocol stream gets a private
+duplicate of fd 1 and fd 1 itself is pointed at stderr, so a stray print or a child process can
+never corrupt the stream. Ends cleanly on EOF, SIGTERM or SIGINT, after the requests in flight
+have been answered (bounded by a grace period).
 
 A client that opens with `initialize` (2025-11-25 and older) gets a legacy session for the life of
-the process (fs_notes/legacy/stdio.py); modern requests keep working beside it.
+the process (fs_notes/legacy/stdio.py), served on the event loop (its server-to-client requests
+wait there); the reading thread hands it each line in order and reads the next only once that
+line is routed. Modern requests keep working beside it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
-import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -26,13 +30,22 @@ from typing import BinaryIO
 
 from ..legacy import ClientResponse, LegacyAdapter, StdioLegacy
 from ..protocol.dispatch import Dispatcher, Principal
-from ..protocol.envelope import EnvelopeError, Notification, Request, dumps, error_response
+from ..protocol.envelope import (
+    EnvelopeError,
+    Notification,
+    Request,
+    dumps,
+    error_response,
+    parse,
+)
 from ..protocol.errors import INVALID_REQUEST, ProtocolError
+from .leaders import Leaders, LineSource
 
 log = logging.getLogger("fs_notes.stdio")
 
 MAX_LINE = 8 << 20  # bytes in one message
 GRACE_SECONDS = 10.0
+MAX_THREADS = 8  # requests answered at once
 
 
 def claim_stdout() -> BinaryIO:
@@ -44,47 +57,6 @@ def claim_stdout() -> BinaryIO:
     return os.fdopen(proto_fd, "wb", buffering=0)
 
 
-class _LineReader:
-    """Reads newline-terminated messages, refusing (and skipping) lines over MAX_LINE."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
-
-    async def next(self) -> bytes | None:
-        """The next line; b"" for an oversized line that was skipped; None at EOF."""
-        try:
-            return await self._reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:
-            return exc.partial or None
-        except asyncio.LimitOverrunError:
-            while True:  # drop the rest of the oversized line
-                try:
-                    await self._reader.readuntil(b"\n")
-                    return b""
-                except asyncio.LimitOverrunError as exc:
-                    await self._reader.readexactly(exc.consumed)
-                except asyncio.IncompleteReadError:
-                    return None
-
-
-async def _open_stdin(limit: int) -> asyncio.StreamReader:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=limit)
-    mode = os.fstat(0).st_mode
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode):
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        return reader
-
-    def pump() -> None:  # a regular file as stdin: read it in a thread
-        with open(0, "rb", closefd=False) as f:
-            for chunk in iter(lambda: f.read(65536), b""):
-                loop.call_soon_threadsafe(reader.feed_data, chunk)
-        loop.call_soon_threadsafe(reader.feed_eof)
-
-    loop.run_in_executor(None, pump)
-    return reader
-
-
 async def serve(
     dispatcher: Dispatcher,
     principal: Principal,
@@ -93,33 +65,27 @@ async def serve(
     on_ready: Callable[[], None] | None = None,
     legacy: LegacyAdapter | None = None,
 ) -> None:
-    stream = await _open_stdin(MAX_LINE)
-    reader = _LineReader(stream)
     loop = asyncio.get_running_loop()
-    stopping = False
-
-    def on_signal() -> None:
-        nonlocal stopping
-        stopping = True
-        stream.feed_eof()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
-    inflight: set[asyncio.Task[None]] = set()
-    started: set[Future[None]] = set()  # blocking requests handed straight to the executor
-
+    ended = asyncio.Event()
+    source = LineSource(0, MAX_LINE)
+    inflight: set[asyncio.Task[None]] = set()  # legacy sessions' work on the event loop
+    started: set[Future[None]] = set()  # ... and what it handed to the executor
     write_lock = threading.Lock()
 
+    def end() -> None:  # from any thread
+        pool.stop()
+        with contextlib.suppress(RuntimeError):  # the loop may be closing already
+            loop.call_soon_threadsafe(ended.set)
+
     def write(message: dict[str, object]) -> None:
-        # Called from the event loop and, for blocking methods, from the executor thread that
-        # answered (Dispatcher.respond): one whole line per message, under the lock.
-        nonlocal stopping
+        # Called from the reading threads, the event loop and the executor: one whole line per
+        # message, under the lock.
         line = dumps(message) + b"\n"
         try:
             with write_lock:
                 out.write(line)
         except (BrokenPipeError, ValueError):
-            stopping = True
+            end()
 
     # A connection opened with `initialize` gets a legacy session (fs_notes/legacy/stdio.py).
     link = StdioLegacy(legacy or LegacyAdapter(dispatcher), principal, write)
@@ -138,7 +104,8 @@ async def serve(
         inflight.add(task)
         task.add_done_callback(inflight.discard)
 
-    async def dispatch(raw: bytes) -> None:
+    async def dispatch_on_loop(raw: bytes) -> None:
+        """A line while a legacy session may be open: parsed and routed on the event loop."""
         try:
             msg = link.read(raw)
         except EnvelopeError as exc:
@@ -157,21 +124,45 @@ async def serve(
             started.add(future)
             future.add_done_callback(finished)
 
+    def answer(msg: Request | Notification) -> None:  # in the thread that read the line
+        response = dispatcher.handle(msg, principal, "stdio")
+        if response is not None:
+            write(response)
+
+    def classify(raw: bytes) -> Callable[[], None] | None:
+        """Runs in the leading thread, line by line in order; the work to do after it leads no
+        more (None: done here)."""
+        if raw == b"":
+            write(error_response(None, ProtocolError(INVALID_REQUEST, "Message too large")))
+            return None
+        if not raw.strip():
+            return None
+        if link.session is None:
+            try:
+                msg = parse(raw)
+            except EnvelopeError as exc:
+                write(error_response(exc.id, exc.error))
+                return None
+            if not (isinstance(msg, Request) and msg.method == "initialize"):
+                return functools.partial(answer, msg)
+        # The handshake, or a line while a legacy session is open: on the event loop, and the
+        # next line is read only once this one is routed.
+        asyncio.run_coroutine_threadsafe(dispatch_on_loop(raw), loop).result(GRACE_SECONDS)
+        return None
+
+    pool = Leaders(source, classify, max_threads=MAX_THREADS, on_end=end)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, end)
+    pool.start()
     if on_ready:
         on_ready()
     try:
-        while not stopping:
-            line = await reader.next()
-            if line is None:
-                break
-            if line == b"":
-                write(error_response(None, ProtocolError(INVALID_REQUEST, "Message too large")))
-                continue
-            if not line.strip():
-                continue
-            await dispatch(line)
+        await ended.wait()
     finally:
+        pool.stop()
         link.close()  # nothing waits for a client that has gone
+        if not await loop.run_in_executor(None, pool.wait_idle, GRACE_SECONDS):
+            log.warning("stdio: answers still in progress after %s s", GRACE_SECONDS)
         waiting: set[asyncio.Future[None]] = set(inflight)
         waiting.update(asyncio.wrap_future(f) for f in list(started))
         if waiting:
@@ -181,4 +172,5 @@ async def serve(
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
+        source.release()
     log.info("stdio transport closed")
