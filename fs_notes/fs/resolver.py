@@ -2,7 +2,9 @@
 
 Guarantees: ``Anchor.require_same_mount`` raises Escape for an fd on another mount than the
 workspace root: by mount id when the kernel reports one (this also catches bind mounts of the same
-device), else by st_dev. ``raise_from_os`` is the single translation from OSError to FsError.
+device), else by st_dev; ``Anchor.holds`` answers the same for an entry from its
+``statx.lstat_at`` (an unknown mount id counts as another mount). ``raise_from_os`` is the single
+translation from OSError to FsError.
 Does not: resolve anything itself.
 """
 
