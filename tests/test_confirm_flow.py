@@ -125,7 +125,7 @@ def test_file_identity_is_taken_from_a_stat_result(tmp_path: Path) -> None:
     note = tmp_path / "a.md"
     note.write_text("# A\n")
     st = note.stat()
-    ident = FileIdentity.from_stat(st)
+    ident = FileIdentity.of(st)
     assert ident == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 

@@ -25,14 +25,14 @@ with `Decision.Delete.identity` right before unlinking).
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Final, NamedTuple
+from typing import Any, ClassVar, Final
 
 from fs_notes.confirm.state import Expectation, StateRejected, args_digest
+from fs_notes.fs.identity import Identity
 
 __all__ = [
     "CONFIRM_PHASE",
@@ -62,18 +62,9 @@ _DISPLAY_TITLE_CHARS = 120
 _DISPLAY_ID_CHARS = 200
 
 
-class FileIdentity(NamedTuple):
-    """What makes "the same file": device, inode, size and both change times."""
-
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-
-    @classmethod
-    def from_stat(cls, st: os.stat_result) -> FileIdentity:
-        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+# What makes "the same file" (device, inode, size and both change times): the filesystem
+# layer's own Identity, sealed into the state and compared with the live note on the retry.
+FileIdentity = Identity
 
 
 @dataclass(frozen=True)

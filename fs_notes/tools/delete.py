@@ -117,7 +117,7 @@ def find_candidates(env: NotesEnv, ws: Opened, title: str) -> list[Candidate]:
         note_title = note.title.lower()
         if wanted in note_title:
             bucket = exact if note_title == wanted else partial
-            bucket.append(Candidate(note_id, FileIdentity.from_stat(st)))
+            bucket.append(Candidate(note_id, FileIdentity.of(st)))
     return exact + partial
 
 
@@ -260,7 +260,7 @@ class DeleteTool:
         self, call: Call, name: str, ws: Opened, choice: Decision.Delete, nonce: str, expires: float
     ) -> dict[str, Any]:
         note_id = choice.note_id
-        expected = Identity(*choice.identity)
+        expected = choice.identity
         try:
             self.env.ids.note_id(note_id)
             live = ws.root.stat_note(note_id)
