@@ -135,6 +135,50 @@ def test_a_full_store_accepts_claims_again_once_expired_rows_can_be_pruned(
         assert len(store) == 1
 
 
+def _counted(path: Path) -> tuple[int, int]:
+    """(the kept count, the real count) of a replay database."""
+    with sqlite3.connect(path) as conn:
+        (kept,) = conn.execute("SELECT n FROM spent_count WHERE id = 1").fetchone()
+        (real,) = conn.execute("SELECT count(*) FROM spent_nonce").fetchone()
+    return int(kept), int(real)
+
+
+def test_the_kept_row_count_follows_claims_replays_prunes_and_refusals(tmp_path: Path) -> None:
+    clock = Clock()
+    path = tmp_path / "r.db"
+    with ReplayStore(path, clock=clock, max_rows=6, prune_batch=2) as store:
+        spent = [nonce() for _ in range(6)]
+        for n in spent:
+            assert store.claim(n, T0 + 10)
+        assert store.claim(spent[0], T0 + 10) is False  # a replay adds nothing
+        with pytest.raises(ReplayStoreFull):
+            store.claim(nonce(), T0 + 10)  # a refusal adds nothing
+        assert _counted(path) == (6, 6)
+        clock.now = T0 + 10 + RETENTION_MARGIN + 1
+        assert store.claim(nonce(), clock.now + 300)  # prunes 2, adds 1
+        assert _counted(path) == (5, 5)
+
+
+def test_a_database_from_before_the_kept_count_gets_it_with_the_rows_it_has(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "r.db"
+    with sqlite3.connect(path) as conn:  # the schema of the first release
+        conn.execute(
+            "CREATE TABLE spent_nonce (nonce TEXT PRIMARY KEY NOT NULL, keep_until REAL NOT NULL)"
+            " WITHOUT ROWID"
+        )
+        conn.executemany(
+            "INSERT INTO spent_nonce VALUES (?, ?)", [(nonce(), T0 + 300) for _ in range(4)]
+        )
+    with ReplayStore(path, clock=Clock(), max_rows=5) as store:
+        assert _counted(path) == (4, 4)
+        assert store.claim(nonce(), T0 + 300)
+        with pytest.raises(ReplayStoreFull):  # the four old rows count towards the bound
+            store.claim(nonce(), T0 + 300)
+    assert _counted(path) == (5, 5)
+
+
 @pytest.mark.parametrize("bad", ["", "0" * 31, "A" * 32, "g" * 32, "0" * 33, None, 7])
 def test_a_malformed_nonce_is_a_value_error_not_a_claim(tmp_path: Path, bad: object) -> None:
     with ReplayStore(tmp_path / "r.db", clock=Clock()) as store:

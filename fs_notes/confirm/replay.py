@@ -5,7 +5,9 @@ Guarantees: `claim(nonce, ...)` returns True for at most one caller, across ever
 `BEGIN IMMEDIATE` transaction: prune, then insert-if-absent; the nonce is the PRIMARY KEY). A
 nonce is never removed before its expiry plus `RETENTION_MARGIN` (so a wall clock stepped back a
 little cannot resurrect an expired token whose nonce was pruned). When the table holds `max_rows`
-unexpired nonces, `claim` raises `ReplayStoreFull`: it fails closed and never evicts a live nonce.
+unexpired nonces, `claim` raises `ReplayStoreFull`: it fails closed and never evicts a live nonce
+(the bound reads a row count that triggers keep in the same transactions, not count(*), which
+reads the whole table: ~1 ms per claim at 50,000 rows).
 Any SQLite error propagates: the caller must treat an exception as "not claimed".
 
 Durability: WAL journal with ``synchronous=NORMAL``: a claim is atomic and survives the crash of
@@ -55,6 +57,19 @@ _SCHEMA = (
     " keep_until REAL NOT NULL"
     ") WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS spent_nonce_keep_until ON spent_nonce (keep_until)",
+    # The row count, kept by triggers in the same transactions as the rows, so that the bound
+    # check of a claim reads one row instead of counting the table (count(*) reads every page:
+    # milliseconds per claim near max_rows). A file made before this table existed gets it,
+    # with the count of the moment, in the schema's own transaction.
+    "CREATE TABLE IF NOT EXISTS spent_count ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1),"
+    " n INTEGER NOT NULL"
+    ")",
+    "INSERT OR IGNORE INTO spent_count (id, n) SELECT 1, count(*) FROM spent_nonce",
+    "CREATE TRIGGER IF NOT EXISTS spent_nonce_added AFTER INSERT ON spent_nonce"
+    " BEGIN UPDATE spent_count SET n = n + 1 WHERE id = 1; END",
+    "CREATE TRIGGER IF NOT EXISTS spent_nonce_removed AFTER DELETE ON spent_nonce"
+    " BEGIN UPDATE spent_count SET n = n - 1 WHERE id = 1; END",
 )
 
 
@@ -189,7 +204,7 @@ class ReplayStore:
         )
         inserted = conn.execute(
             "INSERT INTO spent_nonce (nonce, keep_until) SELECT ?, ?"
-            " WHERE (SELECT count(*) FROM spent_nonce) < ?"
+            " WHERE (SELECT n FROM spent_count WHERE id = 1) < ?"
             " ON CONFLICT (nonce) DO NOTHING",
             (nonce, keep_until, self._max_rows),
         ).rowcount
