@@ -12,7 +12,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -94,59 +94,6 @@ class Dispatcher:
             )
         return self.handle(msg, principal, transport)
 
-    async def respond(
-        self,
-        msg: Request | Notification,
-        principal: Principal,
-        transport: str,
-        deliver: Callable[[dict[str, Any]], None],
-    ) -> None:
-        """As `handle_async`, but the answer (if any) goes to `deliver`, which a blocking method
-        calls from the executor thread that ran it: the answer leaves without waiting for the
-        event loop to wake up and take it back (that hand-back cost ~0.1 ms per request on a
-        busy 2-core host). `deliver` must therefore be thread-safe."""
-
-        def answer() -> None:
-            self._answer(msg, principal, transport, deliver)
-
-        if self._blocking(msg):
-            await asyncio.get_running_loop().run_in_executor(self._executor, answer)
-        else:
-            answer()
-
-    def start(
-        self,
-        msg: Request | Notification,
-        principal: Principal,
-        transport: str,
-        deliver: Callable[[dict[str, Any]], None],
-    ) -> Future[None] | None:
-        """As `respond`, without the event loop at all: a blocking method is submitted to this
-        dispatcher's executor, which runs it and delivers the answer (the returned future is
-        done after that); anything else is answered at once (a done future). None when it
-        cannot be started so (no executor of its own, or not built yet): use `respond`.
-        Saves a transport the loop's hand-offs (a task, wrap_future, the wake-up when the
-        executor finishes), which are a measurable share of a sub-millisecond request."""
-        if self._blocking(msg):
-            if self._executor is None:
-                return None
-            return self._executor.submit(self._answer, msg, principal, transport, deliver)
-        done: Future[None] = Future()
-        self._answer(msg, principal, transport, deliver)
-        done.set_result(None)
-        return done
-
-    def _answer(
-        self,
-        msg: Request | Notification,
-        principal: Principal,
-        transport: str,
-        deliver: Callable[[dict[str, Any]], None],
-    ) -> None:
-        response = self.handle(msg, principal, transport)
-        if response is not None:
-            deliver(response)
-
     def _run(self, req: Request, principal: Principal, transport: str) -> dict[str, Any]:
         method = self._methods.get(req.method)
         if method is None:
@@ -209,27 +156,3 @@ class LazyDispatcher(Dispatcher):
         if isinstance(msg, Request) and msg.method not in self._early:
             return await (await self._full_async()).handle_async(msg, principal, transport)
         return super().handle(msg, principal, transport)
-
-    async def respond(
-        self,
-        msg: Request | Notification,
-        principal: Principal,
-        transport: str,
-        deliver: Callable[[dict[str, Any]], None],
-    ) -> None:
-        if isinstance(msg, Request) and msg.method not in self._early:
-            await (await self._full_async()).respond(msg, principal, transport, deliver)
-        else:
-            await super().respond(msg, principal, transport, deliver)
-
-    def start(
-        self,
-        msg: Request | Notification,
-        principal: Principal,
-        transport: str,
-        deliver: Callable[[dict[str, Any]], None],
-    ) -> Future[None] | None:
-        if isinstance(msg, Request) and msg.method not in self._early:
-            full = self._full
-            return None if full is None else full.start(msg, principal, transport, deliver)
-        return super().start(msg, principal, transport, deliver)

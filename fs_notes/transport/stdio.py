@@ -25,7 +25,6 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import BinaryIO
 
 from ..legacy import ClientResponse, LegacyAdapter, StdioLegacy
@@ -68,8 +67,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     ended = asyncio.Event()
     source = LineSource(0, MAX_LINE)
-    inflight: set[asyncio.Task[None]] = set()  # legacy sessions' work on the event loop
-    started: set[Future[None]] = set()  # ... and what it handed to the executor
+    inflight: set[asyncio.Task[None]] = set()  # work on the event loop (legacy sessions)
     write_lock = threading.Lock()
 
     def end() -> None:  # from any thread
@@ -78,8 +76,8 @@ async def serve(
             loop.call_soon_threadsafe(ended.set)
 
     def write(message: dict[str, object]) -> None:
-        # Called from the reading threads, the event loop and the executor: one whole line per
-        # message, under the lock.
+        # Called from the reading threads and the event loop: one whole line per message, under
+        # the lock.
         line = dumps(message) + b"\n"
         try:
             with write_lock:
@@ -95,10 +93,10 @@ async def serve(
         if response is not None:
             write(response)
 
-    def finished(future: Future[None]) -> None:  # runs in the executor thread
-        started.discard(future)
-        if not future.cancelled() and future.exception() is not None:
-            log.error("stdio request failed", exc_info=future.exception())
+    async def run_modern(msg: Request | Notification) -> None:
+        response = await dispatcher.handle_async(msg, principal, "stdio")
+        if response is not None:
+            write(response)
 
     def track(task: asyncio.Task[None]) -> None:
         inflight.add(task)
@@ -117,12 +115,7 @@ async def serve(
             # the legacy session there, and the next line's parsing depends on it.
             await asyncio.sleep(0)
             return
-        future = dispatcher.start(msg, principal, "stdio", write)
-        if future is None:  # not startable without the loop (the tools are still loading)
-            track(asyncio.create_task(dispatcher.respond(msg, principal, "stdio", write)))
-        elif not future.done():
-            started.add(future)
-            future.add_done_callback(finished)
+        track(asyncio.create_task(run_modern(msg)))
 
     def answer(msg: Request | Notification) -> None:  # in the thread that read the line
         response = dispatcher.handle(msg, principal, "stdio")
@@ -163,10 +156,8 @@ async def serve(
         link.close()  # nothing waits for a client that has gone
         if not await loop.run_in_executor(None, pool.wait_idle, GRACE_SECONDS):
             log.warning("stdio: answers still in progress after %s s", GRACE_SECONDS)
-        waiting: set[asyncio.Future[None]] = set(inflight)
-        waiting.update(asyncio.wrap_future(f) for f in list(started))
-        if waiting:
-            _, pending = await asyncio.wait(waiting, timeout=GRACE_SECONDS)
+        if inflight:
+            _, pending = await asyncio.wait(inflight, timeout=GRACE_SECONDS)
             for task in pending:
                 task.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
