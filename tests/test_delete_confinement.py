@@ -3,7 +3,6 @@ OS layer's set-up never competes with the server's start (tools/confined.py, iss
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from oslayer import host_mode, nothing_enforceable, policy_for
 from wire import REPO, StdioServer, call_tool, child_env
 
 import sandbox.probe
@@ -21,34 +21,8 @@ from fs_notes.fs.errors import NoteNotFound
 from fs_notes.policy import Policy
 from fs_notes.tools.confined import ConfinedDeleters, OsLayer, OsLayerFailed
 from sandbox.probe import HostReport, probe
-from sandbox.testing import requirement
 
 FORM: dict[str, object] = {"elicitation": {"form": {}}}
-
-
-def _policy(ws: Path, sandbox: str = "landlock") -> Policy:
-    return Policy.for_single_workspace(str(ws), "me", token_sha256=None, sandbox=sandbox)  # type: ignore[arg-type]
-
-
-def _nothing_enforceable(timeout: float = 10.0) -> HostReport:
-    return dataclasses.replace(
-        probe(),
-        landlock_enforced=False,
-        landlock_abi=None,
-        chroot=False,
-        landlock_reason="test",
-        chroot_reason="test",
-    )
-
-
-def _landlock_mode() -> str:
-    """The mode this host gives (CI rule: fail, never skip, when Landlock is expected)."""
-    verdict, why = requirement("landlock")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
-    return "landlock" if verdict == "run" else "chroot"
 
 
 def _workers_of(pid: int) -> list[str]:
@@ -103,8 +77,8 @@ def _layer(made: list[OsLayer], policy: Policy, **kwargs: object) -> OsLayer:
 def test_without_an_enforceable_layer_deletion_is_refused_and_the_file_stays(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", _nothing_enforceable)
-    layer = _layer(layer_factory, _policy(notes), allow_unconfined=False)
+    monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
+    layer = _layer(layer_factory, policy_for(notes), allow_unconfined=False)
     deleters = ConfinedDeleters(layer)
     reason = deleters.unavailable("notes")
     assert reason == "no OS containment layer can be enforced on this host"
@@ -120,8 +94,8 @@ def test_without_an_enforceable_layer_deletion_is_refused_and_the_file_stays(
 def test_allow_unconfined_is_the_only_way_to_delete_without_an_os_layer(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", _nothing_enforceable)
-    layer = _layer(layer_factory, _policy(notes, sandbox="none"), allow_unconfined=True)
+    monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
+    layer = _layer(layer_factory, policy_for(notes, sandbox="none"), allow_unconfined=True)
     deleters = ConfinedDeleters(layer)
     assert deleters.unavailable("notes") is None
     assert layer.mode == "none"
@@ -134,8 +108,8 @@ def test_allow_unconfined_is_the_only_way_to_delete_without_an_os_layer(
 def test_allow_unconfined_does_not_override_a_workspace_that_requires_a_sandbox(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", _nothing_enforceable)
-    layer = _layer(layer_factory, _policy(notes, sandbox="chroot"), allow_unconfined=True)
+    monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
+    layer = _layer(layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=True)
     reason = ConfinedDeleters(layer).unavailable("notes")
     assert reason == 'the workspace policy requires sandbox "chroot", this host provides "none"'
 
@@ -144,7 +118,7 @@ def test_a_workspace_requiring_landlock_refuses_a_chroot_only_host(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
     monkeypatch.setenv("FS_NOTES_HIDE_LANDLOCK", "1")
-    layer = _layer(layer_factory, _policy(notes, sandbox="landlock"), allow_unconfined=False)
+    layer = _layer(layer_factory, policy_for(notes, sandbox="landlock"), allow_unconfined=False)
     reason = ConfinedDeleters(layer).unavailable("notes")
     assert reason == 'the workspace policy requires sandbox "landlock", this host provides "chroot"'
 
@@ -152,8 +126,8 @@ def test_a_workspace_requiring_landlock_refuses_a_chroot_only_host(
 def test_deletion_runs_in_a_worker_of_the_mode_the_host_enforces(
     notes: Path, layer_factory: list[OsLayer]
 ) -> None:
-    mode = _landlock_mode()
-    layer = _layer(layer_factory, _policy(notes, sandbox=mode), allow_unconfined=False)
+    mode = host_mode()
+    layer = _layer(layer_factory, policy_for(notes, sandbox=mode), allow_unconfined=False)
     deleters = ConfinedDeleters(layer)
     with WorkspaceRoot.open(notes) as root:
         ident = root.stat_note("a.md")
@@ -181,16 +155,18 @@ def test_nothing_is_probed_or_started_before_the_delay_or_a_use(
         return probe(timeout)
 
     monkeypatch.setattr(sandbox.probe, "probe", counting_probe)
-    _layer(layer_factory, _policy(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30)
+    _layer(
+        layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30
+    )
     time.sleep(0.3)
     assert calls == []
     assert _workers_of(psutil.Process().pid) == []
 
 
 def test_the_first_use_starts_the_set_up_at_once(notes: Path, layer_factory: list[OsLayer]) -> None:
-    _landlock_mode()
+    host_mode()
     layer = _layer(
-        layer_factory, _policy(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30
+        layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30
     )
     started = time.monotonic()
     assert ConfinedDeleters(layer).unavailable("notes") is None
@@ -201,9 +177,9 @@ def test_the_first_use_starts_the_set_up_at_once(notes: Path, layer_factory: lis
 def test_after_the_delay_the_workers_the_policy_needs_are_started_in_the_background(
     notes: Path, layer_factory: list[OsLayer]
 ) -> None:
-    _landlock_mode()
+    host_mode()
     layer = _layer(
-        layer_factory, _policy(notes, sandbox="chroot"), allow_unconfined=False, start_delay=0.05
+        layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=False, start_delay=0.05
     )
     me = psutil.Process().pid
     deadline = time.monotonic() + 20
@@ -219,7 +195,7 @@ def test_closing_before_the_set_up_ran_probes_nothing(
 ) -> None:
     calls: list[int] = []
     monkeypatch.setattr(sandbox.probe, "probe", lambda timeout=10.0: calls.append(1))
-    layer = OsLayer(_policy(notes), allow_unconfined=False, start_delay=30)
+    layer = OsLayer(policy_for(notes), allow_unconfined=False, start_delay=30)
     layer.close()
     assert calls == []
     with pytest.raises(OsLayerFailed):
@@ -234,7 +210,7 @@ def test_a_self_confined_server_needs_no_probe(
         raise AssertionError("probed although self-confined")
 
     monkeypatch.setattr(sandbox.probe, "probe", no_probe)
-    layer = _layer(layer_factory, _policy(notes), allow_unconfined=False, self_confined=True)
+    layer = _layer(layer_factory, policy_for(notes), allow_unconfined=False, self_confined=True)
     assert layer.refusal("notes") is None
     assert layer.mode == "landlock"
 
@@ -268,7 +244,7 @@ def test_serve_deletes_through_its_worker_and_leaves_no_process_behind(notes: Pa
     # `serve WORKSPACE` requires Landlock for deletion (the policy default): with Landlock it
     # deletes through a landlock worker; with Landlock hidden it refuses before asking (fail
     # closed), and the note stays.
-    mode = _landlock_mode()
+    mode = host_mode()
     uri = notes.as_uri()
     server = StdioServer("serve", str(notes))
     try:

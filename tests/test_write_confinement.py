@@ -3,7 +3,6 @@ rule as deletion (tools/confined.py, issue 5)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 import psutil
 import pytest
+from oslayer import host_mode, nothing_enforceable, policy_for
 from wire import StdioServer, call_tool
 
 import sandbox.probe
@@ -23,37 +23,12 @@ from fs_notes.policy import Policy, Principal
 from fs_notes.protocol.envelope import Request
 from fs_notes.serve import ConfirmParts, build_server, open_roots
 from fs_notes.tools.confined import ConfinedDeleters, ConfinedWriters, OsLayer
-from sandbox.probe import HostReport, probe
 from sandbox.testing import requirement
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
 }
-
-
-def _policy(ws: Path, sandbox: str) -> Policy:
-    return Policy.for_single_workspace(str(ws), "me", token_sha256=None, sandbox=sandbox)  # type: ignore[arg-type]
-
-
-def _nothing_enforceable(timeout: float = 10.0) -> HostReport:
-    return dataclasses.replace(
-        probe(),
-        landlock_enforced=False,
-        landlock_abi=None,
-        chroot=False,
-        landlock_reason="test",
-        chroot_reason="test",
-    )
-
-
-def _host_mode() -> str:
-    verdict, why = requirement("landlock")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
-    return "landlock" if verdict == "run" else "chroot"
 
 
 @pytest.fixture
@@ -112,8 +87,8 @@ def _text(result: dict[str, Any]) -> str:
 
 
 def test_creates_and_updates_run_in_the_write_worker(notes: Path, layers: list[OsLayer]) -> None:
-    mode = _host_mode()
-    layer = OsLayer(_policy(notes, "chroot"), allow_unconfined=False)
+    mode = host_mode()
+    layer = OsLayer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
     writers = ConfinedWriters(layer)
     assert writers.unavailable("notes") is None
@@ -136,8 +111,8 @@ def test_creates_and_updates_run_in_the_write_worker(notes: Path, layers: list[O
 def test_a_write_through_the_worker_cannot_leave_the_workspace(
     notes: Path, layers: list[OsLayer]
 ) -> None:
-    _host_mode()
-    layer = OsLayer(_policy(notes, "chroot"), allow_unconfined=False)
+    host_mode()
+    layer = OsLayer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
     writers = ConfinedWriters(layer)
     (notes / "link").symlink_to(notes.parent / "outside")
@@ -157,10 +132,10 @@ def test_a_write_through_the_worker_cannot_leave_the_workspace(
 def test_without_an_enforceable_layer_writes_are_refused_and_nothing_is_written(
     notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", _nothing_enforceable)
-    layer = OsLayer(_policy(notes, "landlock"), allow_unconfined=False)
+    monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
+    layer = OsLayer(policy_for(notes, "landlock"), allow_unconfined=False)
     layers.append(layer)
-    server = Server(_policy(notes, "landlock"), layer, tmp_path)
+    server = Server(policy_for(notes, "landlock"), layer, tmp_path)
     try:
         uri = notes.as_uri()
         created = server.call("notes_create", {"workspaceUri": uri, "id": "b.md", "content": "x"})
@@ -180,8 +155,8 @@ def test_without_an_enforceable_layer_writes_are_refused_and_nothing_is_written(
 def test_allow_unconfined_lets_writes_run_in_an_unconfined_worker(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", _nothing_enforceable)
-    layer = OsLayer(_policy(notes, "none"), allow_unconfined=True)
+    monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
+    layer = OsLayer(policy_for(notes, "none"), allow_unconfined=True)
     layers.append(layer)
     ConfinedWriters(layer).create("notes", "b.md", b"# B\n")
     assert (notes / "b.md").read_text() == "# B\n"
@@ -192,9 +167,9 @@ def test_a_workspace_requiring_landlock_refuses_writes_on_a_chroot_only_host(
     notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
 ) -> None:
     monkeypatch.setenv("FS_NOTES_HIDE_LANDLOCK", "1")
-    layer = OsLayer(_policy(notes, "landlock"), allow_unconfined=True)
+    layer = OsLayer(policy_for(notes, "landlock"), allow_unconfined=True)
     layers.append(layer)
-    server = Server(_policy(notes, "landlock"), layer, tmp_path)
+    server = Server(policy_for(notes, "landlock"), layer, tmp_path)
     try:
         created = server.call(
             "notes_create", {"workspaceUri": notes.as_uri(), "id": "b.md", "content": "x"}
@@ -218,7 +193,7 @@ def test_a_chroot_only_host_writes_where_the_policy_accepts_chroot(
     if verdict == "skip":
         pytest.skip(why)
     monkeypatch.setenv("FS_NOTES_HIDE_LANDLOCK", "1")
-    layer = OsLayer(_policy(notes, "chroot"), allow_unconfined=False)
+    layer = OsLayer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
     ConfinedWriters(layer).update("notes", "a.md", b"# A2\n")
     assert (notes / "a.md").read_text() == "# A2\n"
@@ -231,7 +206,7 @@ def test_a_chroot_only_host_writes_where_the_policy_accepts_chroot(
 def test_serve_writes_through_its_write_worker(notes: Path) -> None:
     # `serve WORKSPACE` requires Landlock (the policy default): with Landlock hidden, writes are
     # refused like deletions, and nothing is written.
-    mode = _host_mode()
+    mode = host_mode()
     uri = notes.as_uri()
     server = StdioServer("serve", str(notes))
     try:
