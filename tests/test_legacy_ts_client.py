@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
-from test_legacy_wire import check_legacy
-from wire import REPO, child_env
+from wire import REPO, check_legacy, child_env
 
 PROJECT = Path(__file__).parent / "ts_client"
 FILES = ("package.json", "package-lock.json")

@@ -13,14 +13,20 @@ import json
 import time
 import urllib.parse
 from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import httpx
-import jsonschema
 import pytest
-from wire import HttpServer, StdioServer, call_tool, check_message, http_server, stdio_server
+from wire import (
+    HttpServer,
+    StdioServer,
+    call_tool,
+    check_legacy,
+    check_message,
+    http_server,
+    stdio_server,
+)
 
 from fs_notes.policy import hash_token
 
@@ -29,48 +35,6 @@ TOKEN = "legacy-token-0123456789abcdef"
 OTHER_TOKEN = "other-token-0123456789abcdefgh"
 FORM = {"elicitation": {"form": {}, "url": {}}}
 ACCEPT_TPS = {"action": "accept", "content": {"note_id": "tps.md", "confirm": True}}
-
-
-@cache
-def _schema() -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads((DATA / "mcp-schema-2025-11-25.json").read_text())
-    return schema
-
-
-def _validate(definition: str, value: Any) -> None:
-    sub = {"$ref": f"#/$defs/{definition}", "$defs": _schema()["$defs"]}
-    jsonschema.Draft202012Validator(sub).validate(value)
-
-
-RESULTS = {
-    "initialize": "InitializeResult",
-    "tools/list": "ListToolsResult",
-    "tools/call": "CallToolResult",
-    "resources/list": "ListResourcesResult",
-    "resources/read": "ReadResourceResult",
-    "ping": "EmptyResult",
-}
-SERVER_REQUESTS = {
-    "elicitation/create": "ElicitRequest",
-    "sampling/createMessage": "CreateMessageRequest",
-}
-
-
-def check_legacy(message: dict[str, Any], method: str | None = None) -> None:
-    """Validate one server -> client message against the 2025-11-25 schema."""
-    if "error" in message:
-        _validate("JSONRPCErrorResponse", message)
-    elif "result" in message:
-        _validate("JSONRPCResultResponse", message)
-        if method in RESULTS:
-            _validate(RESULTS[method], message["result"])
-        assert "resultType" not in message["result"], message
-    elif "id" in message:
-        _validate("JSONRPCRequest", message)
-        _validate(SERVER_REQUESTS[message["method"]], message)
-    else:
-        _validate("JSONRPCNotification", message)
-        _validate("CancelledNotification", message)
 
 
 def _uri(ws: Path) -> str:

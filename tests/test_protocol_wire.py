@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wire import HttpServer, StdioServer, check_message, http_server, meta, request, stdio_server
+from wire import (
+    HttpServer,
+    StdioServer,
+    check_legacy,
+    check_message,
+    http_server,
+    meta,
+    request,
+    stdio_server,
+)
 
 TOKEN = "test-token-0123456789abcdef"
 TOOLS = {
@@ -360,12 +369,7 @@ def test_stdio_answers_interleaved_requests_by_id(stdio: StdioServer) -> None:
 
 
 def _check_legacy_initialize(answer: dict[str, Any]) -> None:
-    import jsonschema
-
-    schema = json.loads((Path(__file__).parent / "data" / "mcp-schema-2025-11-25.json").read_text())
-    for definition, target in (("JSONRPCResultResponse", answer), ("InitializeResult", None)):
-        sub = {"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]}
-        jsonschema.Draft202012Validator(sub).validate(target or answer["result"])
+    check_legacy(answer, "initialize")
     assert answer["id"] == 1
     result = answer["result"]
     assert result["protocolVersion"] == "2025-11-25"

@@ -81,6 +81,51 @@ def check_message(message: Mapping[str, Any], method: str | None = None) -> None
         schema_validator(RESULT_DEFS[method]).validate(result)
 
 
+# -- the 2025-11-25 schema, for handshake-era clients (fs_notes/legacy) ------------------------
+
+
+@cache
+def _legacy_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads((DATA / "mcp-schema-2025-11-25.json").read_text())
+    return schema
+
+
+def _validate_legacy(definition: str, value: Any) -> None:
+    sub = {"$ref": f"#/$defs/{definition}", "$defs": _legacy_schema()["$defs"]}
+    jsonschema.Draft202012Validator(sub).validate(value)
+
+
+LEGACY_RESULTS = {
+    "initialize": "InitializeResult",
+    "tools/list": "ListToolsResult",
+    "tools/call": "CallToolResult",
+    "resources/list": "ListResourcesResult",
+    "resources/read": "ReadResourceResult",
+    "ping": "EmptyResult",
+}
+LEGACY_SERVER_REQUESTS = {
+    "elicitation/create": "ElicitRequest",
+    "sampling/createMessage": "CreateMessageRequest",
+}
+
+
+def check_legacy(message: dict[str, Any], method: str | None = None) -> None:
+    """Validate one server -> client message against the 2025-11-25 schema."""
+    if "error" in message:
+        _validate_legacy("JSONRPCErrorResponse", message)
+    elif "result" in message:
+        _validate_legacy("JSONRPCResultResponse", message)
+        if method in LEGACY_RESULTS:
+            _validate_legacy(LEGACY_RESULTS[method], message["result"])
+        assert "resultType" not in message["result"], message
+    elif "id" in message:
+        _validate_legacy("JSONRPCRequest", message)
+        _validate_legacy(LEGACY_SERVER_REQUESTS[message["method"]], message)
+    else:
+        _validate_legacy("JSONRPCNotification", message)
+        _validate_legacy("CancelledNotification", message)
+
+
 def meta(caps: dict[str, Any] | None = None, version: Any = PROTOCOL_VERSION) -> dict[str, Any]:
     return {
         "io.modelcontextprotocol/protocolVersion": version,
