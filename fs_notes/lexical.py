@@ -2,12 +2,12 @@
 
 What it guarantees
   * Every accepted name (a component of a ``WorkspacePath``, a ``NoteId`` or a folder) is
-    non-empty, is not ``.`` or ``..``, is valid UTF-8 in Unicode NFC, is at most 255 bytes, and
-    contains no ``/``, ``\\``, ``%``, NUL, C0/DEL/C1 control, line/paragraph separator or bidi
-    control. It stays so after NFKC compatibility normalization: FULLWIDTH SOLIDUS U+FF0F, TWO DOT
-    LEADER U+2025 or ACCOUNT OF U+2100 (NFKC: ``/``, ``..``, ``a/c``) are refused, so a tool that
-    NFKC-normalizes cannot turn a name into a separator or a dot segment; so are a few slash-shaped
-    math symbols NFKC leaves alone (U+2044, U+2215, U+2216, U+2571, U+2572, U+29F5, U+29F8, U+29F9).
+    non-empty, is not ``.`` or ``..``, contains no ``/`` and no NUL, is valid UTF-8 (no lone
+    surrogates) and is at most 255 bytes. Those are exactly the rules that make it one name on
+    Linux; everything else a Linux name may hold is allowed, so a note is served under its exact
+    name: ``%``, ``#``, ``\\``, spaces at either end, NFD and other non-NFC forms, compatibility
+    characters (U+2026 ellipsis, U+2105 care-of, U+FF05 fullwidth percent), emoji, any script,
+    and control or bidi characters.
   * ``WorkspacePath`` and ``NoteId`` check these invariants in ``__post_init__``: an instance that
     exists is valid, however it was built.
   * ``contains`` compares components, never string prefixes (``/work/notes-evil`` is not inside
@@ -15,40 +15,48 @@ What it guarantees
   * Errors are ``LexicalError`` with a stable ``.rule``; the message is fixed per rule and never
     echoes any part of the input.
 
-What it does NOT guarantee
+What it does NOT guarantee (decided, not overlooked)
   * Nothing here touches the file system: symlinks, hard links, mount points, case-insensitive or
     normalizing file systems (vfat, ext4 casefold) are layer 2's business. ``contains`` is purely
     lexical; it says nothing about where a path resolves.
-  * Visual look-alikes that are letters (CYRILLIC SMALL LETTER A U+0430 vs ``a``, KATAKANA LETTER
-    NO U+30CE vs ``/``) are just other names, accepted; showing ids unambiguously is the UI's job.
+  * That a name looks like what it is. Look-alikes (CYRILLIC SMALL LETTER A U+0430 vs ``a``, an
+    NFD twin of an NFC name, FULLWIDTH SOLIDUS U+FF0F vs ``/``), control characters that would
+    forge a line and bidi controls that reorder text are all valid names, so they are served
+    exactly; the danger is in *showing* them, and ``fs_notes.render`` makes every name and title
+    that reaches a person or a model as text unambiguous. Refusing them here protected nothing
+    (the resolver never normalizes or decodes: ``a\uff0f..`` is one literal name beneath the
+    workspace fd) and made real notes unreachable.
 
 Decisions (each one is a case in tests/test_lexical.py)
   * URI syntax is RFC 3986, strictly: scheme ``file`` (case-insensitive, RFC 3986 section 3.1);
     ``//`` authority required; host empty or ``localhost`` (case-insensitive), no userinfo, port
     or IP literal; a path starting with ``//`` (UNC form, e.g. ``file:////etc``) is a host and is
     refused; no query, no fragment (not even empty ones); raw characters limited to RFC 3986
-    ``pchar`` and ``/`` (a raw space or non-ASCII letter must be percent-encoded; no IRIs: we accept
-    what we would emit). Percent-escapes are decoded exactly once, per segment, after splitting on
-    raw ``/``; hex digits in either case.
-  * A decoded name that still contains ``%`` is refused as double encoding (``%252e%252e`` would
-    become ``..`` for any second decoder down the line). For the same reason, and so that every
-    note id has a URI that round-trips, note ids and folders may not contain ``%`` either.
+    ``pchar`` and ``/`` (a raw space, backslash, control or non-ASCII letter must be
+    percent-encoded; no IRIs: we accept what we would emit). Percent-escapes are decoded exactly
+    once, per segment, after splitting on raw ``/``; hex digits in either case. ``%2F`` is refused
+    (a name cannot hold ``/``), and so is ``%00``; the decoded bytes must be strict UTF-8 (no
+    overlong forms, no encoded surrogates).
+  * A note id is never decoded: ``%2e%2e`` in an id, or a URI that decodes to a name holding
+    ``%`` (``%252e`` -> ``%2e``), is that literal name. Only URIs are decoded, and only once.
   * Trailing slash: refused by ``parse_file_uri`` (a file); ``parse_workspace_uri`` accepts exactly
     one (``file:///work/notes/``), since folder URIs are often written that way. The file system
     root (``file:///``) is never a ``WorkspacePath``.
   * Unicode: names are compared exactly, code point by code point (Linux names are bytes; folding
-    would let two files alias one id). Names must be NFC: an NFD twin of an NFC name would look
-    identical to a user confirming a deletion, so non-NFC files are simply not notes.
+    or normalizing would let two files alias one id, or make one unreachable).
   * Case-sensitive, like Linux; the note suffix is exactly ``.md`` (lowercase).
   * Note ids and folders may not have components starting with ``.`` (``.git``, ``.obsidian``,
     ``.trash`` are never notes). Workspace paths may (``/home/u/.notes`` is a fine workspace).
+  * ``validate_note_id`` is also the one rule for what a file found on disk is as a note: a
+    listing applies the same checks as to a client's id, so every id it returns can be read
+    back; a name that fails (not UTF-8, too long) is skipped and counted under the reason
+    ``LexicalError.skip_reason`` gives (``tools/context.py``, ``NotesEnv.notes``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -74,22 +82,18 @@ RULE_MESSAGES: dict[str, str] = {
     "query": "the URI has a query part",
     "fragment": "the URI has a fragment part",
     "character": "the URI contains a character that must be percent-encoded",
+    "control": "the URI contains a raw control character (percent-encode it)",
+    "backslash": "the URI contains a raw backslash (percent-encode it as %5C)",
     "bad-escape": "the URI contains a malformed percent-escape",
-    "double-encoding": "a name is percent-encoded more than once",
-    "encoded-separator": "the URI contains an encoded path separator",
+    "encoded-separator": "the URI contains an encoded path separator (%2F)",
     "root": "the URI names no folder or file below the file system root",
     "empty": "the id is empty",
     "absolute": "the id is an absolute path; ids are relative to the workspace",
     "empty-segment": "the path has an empty component",
     "dot-segment": "the path has a '.' or '..' component",
     "separator": "a name contains a path separator",
-    "backslash": "the path contains a backslash",
     "nul": "the path contains a NUL character",
-    "control": "the path contains a control or bidirectional formatting character",
     "utf8": "the path is not valid UTF-8",
-    "nfc": "a name is not in Unicode normalization form C",
-    "lookalike": "a name contains a character that stands for a separator, a dot or a control",
-    "percent": "a name contains '%', which names may not contain",
     "hidden": "a name starts with '.'; hidden files and folders are never notes",
     "not-md": "a note id must end in a name with the .md suffix",
     "too-long": "the path or one of its names is too long",
@@ -97,6 +101,15 @@ RULE_MESSAGES: dict[str, str] = {
     "outside": "the path is not inside the workspace",
 }
 RULES = frozenset(RULE_MESSAGES)
+
+SKIP_REASONS: dict[str, str] = {
+    "utf8": "not UTF-8",
+    "too-long": "too long",
+    "too-deep": "too deep",
+    "hidden": "hidden",
+    "not-md": "not a .md name",
+}
+"""Why a file found on disk is not served, by rule (the counts a listing reports)."""
 
 
 class LexicalError(ValueError):
@@ -111,11 +124,14 @@ class LexicalError(ValueError):
     def __reduce__(self) -> tuple[type[LexicalError], tuple[str]]:
         return (LexicalError, (self.rule,))
 
+    @property
+    def skip_reason(self) -> str:
+        """The reason a listing counts a file it cannot serve under (``SKIP_REASONS``)."""
+        return SKIP_REASONS.get(self.rule, self.rule)
 
-# C0, DEL, C1, LINE/PARAGRAPH SEPARATOR and the bidi embedding/override/isolate/mark characters.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-# Slash-shaped symbols that NFKC leaves alone; letters that look like slashes stay letters.
-_SLASH_SYMBOLS = frozenset("\u2044\u2215\u2216\u2571\u2572\u29f5\u29f8\u29f9")
+
+# Raw characters a URI may not carry (RFC 3986 has no place for them unencoded).
+_URI_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
 # RFC 3986 pchar minus pct-encoded (handled separately): unreserved, sub-delims, ':' and '@'.
 _PCHAR = frozenset(
@@ -126,44 +142,24 @@ _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
-def _check_chars(name: str, *, allow_hidden: bool) -> None:
-    """The character rules shared by a name as written and its NFKC form."""
+def _check_name(name: str, *, allow_hidden: bool) -> None:
+    """One name: what Linux takes as exactly one name, and nothing more is asked of it."""
+    if not name:
+        raise LexicalError("empty-segment")
     if name in (".", ".."):
         raise LexicalError("dot-segment")
     if "\x00" in name:
         raise LexicalError("nul")
     if "/" in name:
         raise LexicalError("separator")
-    if "\\" in name:
-        raise LexicalError("backslash")
-    if _CONTROL.search(name):
-        raise LexicalError("control")
-    if "%" in name:
-        raise LexicalError("percent")
-    if not allow_hidden and name.startswith("."):
-        raise LexicalError("hidden")
-
-
-def _check_name(name: str, *, allow_hidden: bool) -> None:
-    if not name:
-        raise LexicalError("empty-segment")
     try:
         size = len(name.encode("utf-8"))
-    except UnicodeEncodeError:  # lone surrogates, e.g. from a JSON "\ud800"
+    except UnicodeEncodeError:  # lone surrogates: a JSON "\ud800", or os's surrogateescape
         raise LexicalError("utf8") from None
-    _check_chars(name, allow_hidden=allow_hidden)
     if size > MAX_NAME_BYTES:
         raise LexicalError("too-long")
-    if not unicodedata.is_normalized("NFC", name):
-        raise LexicalError("nfc")
-    if not _SLASH_SYMBOLS.isdisjoint(name):
-        raise LexicalError("lookalike")
-    compat = unicodedata.normalize("NFKC", name)
-    if compat != name:
-        try:
-            _check_chars(compat, allow_hidden=allow_hidden)
-        except LexicalError:
-            raise LexicalError("lookalike") from None
+    if not allow_hidden and name.startswith("."):
+        raise LexicalError("hidden")
 
 
 def _check_names(
@@ -264,7 +260,7 @@ def _decode_segment(raw: str) -> str:
         if len(hexdigits) != 2 or not _HEX.issuperset(hexdigits):
             raise LexicalError("bad-escape")
         byte = int(hexdigits, 16)
-        if byte in (0x2F, 0x5C):
+        if byte == 0x2F:
             raise LexicalError("encoded-separator")
         if byte == 0:
             raise LexicalError("nul")
@@ -274,8 +270,6 @@ def _decode_segment(raw: str) -> str:
         name = data.decode("utf-8")  # strict: refuses overlong forms and encoded surrogates
     except UnicodeDecodeError:
         raise LexicalError("utf8") from None
-    if "%" in name:
-        raise LexicalError("double-encoding")
     return name
 
 
@@ -286,7 +280,7 @@ def _parse(uri: object, *, trailing_slash: bool) -> WorkspacePath:
         raise LexicalError("too-long")
     if "\x00" in uri:
         raise LexicalError("nul")
-    if _CONTROL.search(uri):
+    if _URI_CONTROL.search(uri):
         raise LexicalError("control")
     if "\\" in uri:
         raise LexicalError("backslash")
@@ -425,6 +419,7 @@ __all__ = [
     "NOTE_SUFFIX",
     "RULES",
     "RULE_MESSAGES",
+    "SKIP_REASONS",
     "LexicalError",
     "NoteId",
     "WorkspacePath",

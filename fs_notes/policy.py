@@ -103,6 +103,11 @@ class NotAuthorized(AccessDenied):
     """The principal may not use this workspace (or it does not exist), or not for this op."""
 
 
+DEFAULT_READ_LIMIT = 4 << 20
+"""Bytes: a note larger than this is listed (flagged) but read in parts (``offset``/``length``)."""
+READ_LIMIT_RANGE = (4 << 10, 256 << 20)
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
     name: str
@@ -114,6 +119,7 @@ class Workspace:
     root: WorkspacePath  # the folder's absolute path components
     symlinks: SymlinkPolicy
     sandbox: SandboxLevel  # the minimum OS layer that deletion in this workspace requires
+    read_limit: int = DEFAULT_READ_LIMIT  # bytes: the most one read returns, and whole notes above
 
     def accepts(self, mode: SandboxLevel) -> bool:
         """Whether deleting here may run under ``mode`` (landlock > chroot > none)."""
@@ -160,13 +166,20 @@ def _check_hash(value: str) -> str:
     return value.lower()
 
 
+def _check_read_limit(value: int) -> int:
+    low, high = READ_LIMIT_RANGE
+    if not low <= value <= high:
+        raise ValueError(f"must be a number of bytes from {low} to {high}")
+    return value
+
+
 def _check_path(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError("must be an absolute path")
     if value == "/":
         raise ValueError("must not be the filesystem root")
-    if not value.isprintable():
-        raise ValueError("must not contain control characters")
+    if "\x00" in value:
+        raise ValueError("must not contain NUL")
     parts = value[1:].split("/")
     if any(p in ("", ".", "..") for p in parts):
         raise ValueError('must be normalized (no "//", ".", ".." or trailing "/")')

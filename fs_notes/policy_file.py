@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from .lexical import LexicalError, WorkspacePath
 from .policy import (
     _SECTIONS,
+    DEFAULT_READ_LIMIT,
     OPERATIONS,
     Policy,
     PolicyError,
@@ -28,6 +29,7 @@ from .policy import (
     _check_hash,
     _check_name,
     _check_path,
+    _check_read_limit,
 )
 
 # --- the file format (pydantic models of one parsed TOML document) ---------------------------
@@ -55,8 +57,10 @@ class _WorkspaceTable(_Table):
     path: str
     symlinks: SymlinkPolicy = "deny"
     sandbox: SandboxLevel = "landlock"
+    read_limit: int = DEFAULT_READ_LIMIT
 
     _name = field_validator("name")(_check_name)
+    _read_limit = field_validator("read_limit")(_check_read_limit)
 
     @field_validator("path")
     @classmethod
@@ -206,7 +210,7 @@ def _from_tables(doc: _PolicyFile, source: str | None, lines: _KeyLines | None) 
                 )
                 at = f" (line {lines.line_of(('workspace', j, 'path'))})" if lines else ""
                 raise _Problem(("workspace", i, "path"), f'{how} workspace "{other.name}"{at}')
-        workspaces.append(Workspace(w.name, root, w.symlinks, w.sandbox))
+        workspaces.append(Workspace(w.name, root, w.symlinks, w.sandbox, w.read_limit))
     principals = [Principal(p.name) for p in doc.principal]
     by_principal = {p.name: p for p in principals}
     by_workspace = {w.name: w for w in workspaces}

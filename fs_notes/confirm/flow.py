@@ -15,8 +15,12 @@ candidates and maps the client's ``inputResponses`` to one outcome:
 Guarantees: `Decision.Delete` is returned only for an explicit ``accept`` whose content has exactly
 the two required fields, ``note_id`` one of the sealed candidate ids and ``confirm`` the JSON
 boolean true; missing content is never consent. The identity returned is the sealed one.
-Text shown to the user (title, ids) has control and format characters escaped, so a file name or
-title cannot forge lines or reorder text in the dialog.
+Text shown to the user (titles, ids, the workspace URI) goes through `fs_notes.render`: control,
+format and invisible characters escaped, so a file name or title cannot forge lines, hide a
+character or reorder text in the dialog. Each option shows its own note's title and id; options
+whose ids look alike (`render.skeleton`: NFD twins, case, Cyrillic look-alikes, invisible
+characters) are marked and their ids spelled out character by character, so no two options look
+identical.
 
 Not guaranteed here: that the token was authentic (`state.py` opens it first), single use
 (`replay.py`), or that the note is still the same file (the caller compares the live identity
@@ -25,14 +29,15 @@ with `Decision.Delete.identity` right before unlinking).
 
 from __future__ import annotations
 
-import unicodedata
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Final
 
 from fs_notes.confirm.state import Expectation, StateRejected, args_digest
 from fs_notes.fs.identity import Identity
+from fs_notes.render import shown, shown_id, skeleton, spelled
 
 __all__ = [
     "CONFIRM_PHASE",
@@ -69,10 +74,12 @@ FileIdentity = Identity
 
 @dataclass(frozen=True)
 class Candidate:
-    """A note offered in the form: its id and the identity it had when the form was built."""
+    """A note offered in the form: its id and the identity it had when the form was built
+    (sealed), and its title (shown in the form only, never sealed: absent on the retry)."""
 
     id: str
     identity: FileIdentity
+    title: str | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "identity": list(self.identity)}
@@ -109,20 +116,6 @@ class Decision:
 Outcome = Decision.Delete | Decision.Declined | Decision.Cancelled
 
 
-def _display(text: str, limit: int) -> str:
-    """`text` made safe to show: control/format/separator/surrogate characters escaped, cut."""
-    if text.isprintable():  # none of those categories (isprintable is False for all of them)
-        return text if len(text) <= limit else text[: limit - 1] + "\u2026"
-    out: list[str] = []
-    for char in text:
-        if unicodedata.category(char) in {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    shown = "".join(out)
-    return shown if len(shown) <= limit else shown[: limit - 1] + "\u2026"
-
-
 def _iso_time(ns: int) -> str:
     try:
         moment = datetime.fromtimestamp(ns // 1_000_000_000, UTC)
@@ -143,15 +136,16 @@ def _check_candidates(candidates: Sequence[Candidate]) -> None:
 def requested_schema(title: str, candidates: Sequence[Candidate]) -> dict[str, Any]:
     """The flat form schema: a titled single-select `note_id` and a boolean `confirm`."""
     _check_candidates(candidates)
-    shown_title = _display(title, _DISPLAY_TITLE_CHARS)
-    options = [
-        {
-            "const": c.id,
-            "title": f"{shown_title} \u2014 {_display(c.id, _DISPLAY_ID_CHARS)}"
-            f" (modified {_iso_time(c.identity.mtime_ns)})",
-        }
-        for c in candidates
-    ]
+    alike = Counter(skeleton(c.id) for c in candidates)
+    options = []
+    for c in candidates:
+        label = shown(c.title if c.title is not None else title, _DISPLAY_TITLE_CHARS)
+        if alike[skeleton(c.id)] > 1:
+            note = f"{spelled(c.id)[:_DISPLAY_ID_CHARS]} [look-alike name, spelled out]"
+        else:
+            note = shown_id(c.id, _DISPLAY_ID_CHARS)
+        modified = _iso_time(c.identity.mtime_ns)
+        options.append({"const": c.id, "title": f"{label} \u2014 {note} (modified {modified})"})
     return {
         "type": "object",
         "properties": {
@@ -178,9 +172,9 @@ def build_elicitation(
     """The ``elicitation/create`` params (form mode) for choosing and confirming a deletion."""
     count = len(candidates)
     message = (
-        f"Delete a note from the workspace {_display(workspace_uri, _DISPLAY_ID_CHARS)}. "
+        f"Delete a note from the workspace {shown(workspace_uri, _DISPLAY_ID_CHARS)}. "
         f"{count} note{'s match' if count != 1 else ' matches'} the title "
-        f'"{_display(title, _DISPLAY_TITLE_CHARS)}". Choose the note to delete and confirm; '
+        f'"{shown(title, _DISPLAY_TITLE_CHARS)}". Choose the note to delete and confirm; '
         "deletion is permanent."
     )
     return {

@@ -14,6 +14,7 @@ from __future__ import annotations
 COLUMNS = ("all", "no-lexical", "no-filesystem", "no-os")
 
 P, L, F, OS, X, NA = "policy", "lexical", "filesystem", "os", "ESCAPED", "n/a"
+R = "render"  # layer 1's other half: names made safe where they are shown (fs_notes/render.py)
 
 #: attack name -> (all, no-lexical, no-filesystem, no-os)
 EXPECTED: dict[str, tuple[str, str, str, str]] = {
@@ -21,8 +22,8 @@ EXPECTED: dict[str, tuple[str, str, str, str]] = {
     "dotdot-id": (L, F, L, L),
     "dotdot-uri": (L, F, L, L),
     "encoded-dotdot-uri": (L, F, L, L),
-    "double-encoded-uri": (L, NA, L, L),
-    "encoded-dotdot-id": (L, NA, L, L),
+    "double-encoded-uri": (NA, NA, NA, NA),
+    "encoded-dotdot-id": (NA, NA, NA, NA),
     "encoded-slash-uri": (L, F, L, L),
     "encoded-backslash-uri": (L, NA, L, L),
     "backslash-id": (L, NA, L, L),
@@ -59,9 +60,13 @@ EXPECTED: dict[str, tuple[str, str, str, str]] = {
     "folder-named-md": (F, F, NA, F),
     "long-name": (L, F, L, L),
     "deep-path": (L, F, L, L),
-    "unicode-lookalike": (L, NA, L, L),
-    "unicode-nfd": (L, NA, L, L),
+    "unicode-lookalike": (NA, NA, NA, NA),
+    "unicode-nfd": (NA, NA, NA, NA),
     "case-variant": (L, NA, L, L),
+    "newline-forges-line": (R, R, R, R),
+    "bidi-hides-extension": (R, R, R, R),
+    "nfd-twin-in-form": (R, R, R, R),
+    "zero-width-twin": (R, R, R, R),
     "replaced-note": (F, F, NA, F),
     "replaced-parent": (F, F, OS, F),
     "workspace-replaced": (F, F, OS, F),

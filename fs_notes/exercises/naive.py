@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 from ..fs import FsError, Identity, NoteExists, NoteNotFound, TooLarge
@@ -73,6 +73,16 @@ class NaiveRoot:
             raise TooLarge()
         return data, Identity.of(st)
 
+    def read_part(self, relpath: str, offset: int, length: int) -> tuple[bytes, Identity]:
+        try:
+            with open(self._join(relpath), "rb") as f:
+                f.seek(offset)
+                data = f.read(length)
+                st = os.fstat(f.fileno())
+        except OSError as exc:
+            self._fail(exc, "open/read")
+        return data, Identity.of(st)
+
     def stat_note(self, relpath: str) -> Identity:
         try:
             return Identity.of(os.stat(self._join(relpath)))
@@ -114,7 +124,11 @@ class NaiveRoot:
             self._fail(exc, "unlink")
 
     def iter_notes(
-        self, folder: str = "", *, after: str | None = None
+        self,
+        folder: str = "",
+        *,
+        after: str | None = None,
+        on_skip: Callable[[str, str], None] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
         found: list[tuple[str, os.stat_result]] = []
         top = self._join(folder) if folder else self.path

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import shown
 from .catalogue import ATTACKS, Attack
 from .client import TargetClient, TargetFailed, meta
 from .layout import (
@@ -101,6 +102,7 @@ class _Run:
 
     events: list[Event] = field(default_factory=list)
     responses: list[dict[str, Any]] = field(default_factory=list)
+    shown: list[dict[str, Any]] = field(default_factory=list)  # responses but note reads
     harm: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -260,6 +262,8 @@ class _Column:
             if feeder is not None:
                 feeder.join(1)
         run.responses.append(response)
+        if request.method != "resources/read" and params.get("name") != "notes_read":
+            run.shown.append(response)
         run.events += [Event.from_json(e) for e in response.get(TRACE_KEY, [])]
         if request.harm_if_ok and _ok(response):
             run.harm.append(f"{request.method} succeeded on a non-note: {_message(response)}")
@@ -358,7 +362,22 @@ class _Column:
                 run.harm.append(f"{path.relative_to(root)} deleted or changed")
         if self.secret in json.dumps(run.responses):
             run.harm.append("the secret marker appeared in a response")
+        if attack.served is not None:
+            _judge_rendering(attack, run)
         return _verdict(run)
+
+
+def _judge_rendering(attack: Attack, run: _Run) -> None:
+    """A rendering attack: harm if anything shown misleads (shown.py); refused by the rendering
+    if the hostile name was served exactly and nothing shown misled."""
+    assert attack.served is not None
+    run.harm += shown.harm(run.shown, attack.forged)
+    if any(attack.served in shown.served_ids(r) for r in run.responses):
+        run.events.insert(
+            0, Event("render", f"{attack.served!a} served exactly, shown escaped")
+        )
+    else:
+        run.notes.append(f"{attack.served!a} was never served")
 
 
 def _explain(event: Event) -> str:

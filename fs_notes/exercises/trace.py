@@ -4,7 +4,9 @@ Guarantees: `Trace.record` appends to the list of the request being handled on t
 (`collect`), so concurrent requests never mix; outside `collect` it records nothing. An event
 whose `layer` is in `LAYERS` is a refusal by that containment layer; any other `layer` ("kernel",
 "other") is a note for the report (the kernel refused on its own, a note was simply not found).
-`classify_fs` is the single mapping from a filesystem-layer error to a layer.
+`classify_fs` is the single mapping from a filesystem-layer error to a layer. "render" events (a
+hostile name served exactly and shown escaped) are never recorded by the target: the runner's
+judge (`shown.py`) adds them from what the client read.
 
 Does not: reach clients of `fs-notes serve`. Only `fs_notes.exercises.target` installs a trace
 and attaches it to its responses under `TRACE_KEY`; `serve` never imports this package.
@@ -29,7 +31,7 @@ from ..fs import (
     SymlinkRefused,
 )
 
-LAYERS = ("policy", "lexical", "filesystem", "os")
+LAYERS = ("policy", "lexical", "render", "filesystem", "os")
 TRACE_KEY = "x-fs-notes-exercise-trace"
 
 _CONTAINMENT = (Escape, SymlinkRefused, NotRegular, Hardlinked, InvalidPath, IdentityChanged)

@@ -144,6 +144,12 @@ class TracingRoot:
         )
         return result
 
+    def read_part(self, relpath: str, offset: int, length: int) -> tuple[bytes, Identity]:
+        result: tuple[bytes, Identity] = self._call(
+            "read", lambda: self._root.read_part(relpath, offset, length)
+        )
+        return result
+
     def stat_note(self, relpath: str) -> Identity:
         result: Identity = self._call("stat", lambda: self._root.stat_note(relpath))
         return result
@@ -164,7 +170,11 @@ class TracingRoot:
         self._call("unlink", lambda: self._root.unlink_note(relpath, expected))
 
     def iter_notes(
-        self, folder: str = "", *, after: str | None = None
+        self,
+        folder: str = "",
+        *,
+        after: str | None = None,
+        on_skip: Callable[[str, str], None] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
         self._check_anchor()
         left_out = self._left_out(folder)
@@ -172,7 +182,7 @@ class TracingRoot:
             shown = ", ".join(left_out[:MAX_SKIPPED_SHOWN])
             self._trace.record("filesystem", f"the listing left out {shown}")
         try:
-            yield from self._root.iter_notes(folder, after=after)
+            yield from self._root.iter_notes(folder, after=after, on_skip=on_skip)
         except FsError as exc:
             record_fs(self._trace, exc, "list")
             raise

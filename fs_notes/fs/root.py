@@ -49,7 +49,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Literal, get_args
 
@@ -80,9 +80,11 @@ from .resolver import (
 from .statx import NoteStat, lstat_at
 from .walk import WalkResolver
 
-__all__ = ["TMP_PREFIX", "ResolverChoice", "WorkspaceRoot"]
+__all__ = ["TMP_PREFIX", "ResolverChoice", "SkipReport", "WorkspaceRoot"]
 
 ResolverChoice = Literal["auto", "openat2", "walk"]
+SkipReport = Callable[[str, str], None]
+"""Told (id, reason) of each *.md entry a listing leaves out: symlink, special, hard link, mount."""
 _READ_ATTEMPTS = 3
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
 _S_IFMT = stat.S_IFMT(0o177777)
@@ -200,6 +202,28 @@ class WorkspaceRoot:
                 return data, identity
         raise IdentityChanged()
 
+    def read_part(self, relpath: str, offset: int, length: int) -> tuple[bytes, Identity]:
+        """At most ``length`` bytes of the note from byte ``offset`` (fewer at its end), and the
+        identity they were read under; the same checks as ``read_note``, whatever the size."""
+        if not (isinstance(offset, int) and isinstance(length, int)) or offset < 0 or length < 0:
+            raise ValueError("offset and length must be non-negative integers")
+        comps = split_relpath(relpath)
+        self._live()
+        for _ in range(_READ_ATTEMPTS):
+            fd = self._resolver.open_file(comps, _READ_FLAGS)
+            try:
+                before = self._require_note(os.fstat(fd))
+                data = os.pread(fd, length, offset) if length else b""
+                after = os.fstat(fd)
+            except OSError as exc:
+                raise_from_os(exc)
+            finally:
+                os.close(fd)
+            identity = Identity.of(before)
+            if Identity.of(after) == identity:
+                return data, identity
+        raise IdentityChanged()
+
     def stat_note(self, relpath: str) -> Identity:
         """The note's identity, without opening its content (O_PATH)."""
         comps = split_relpath(relpath)
@@ -311,23 +335,34 @@ class WorkspaceRoot:
         return self._resolver.open_dir(comps)
 
     def iter_notes(
-        self, folder: str = "", *, after: str | None = None
+        self,
+        folder: str = "",
+        *,
+        after: str | None = None,
+        on_skip: SkipReport | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
         """(note id, lstat) of every regular, singly linked *.md file beneath ``folder``, in
         the code-point order of the ids (so a caller can stop early and page). With ``after``,
         only ids greater than it, and folders wholly before it are not even opened. Skips
-        symlinks, hidden entries, other file types and other mounts; lists ids of at most
-        MAX_COMPONENTS (32) components, the cap of every path operation, so every id listed can
-        be read; never follows a symlink. Errors about ``folder`` itself surface on the first
-        ``next()``."""
+        symlinks, hidden entries, other file types and other mounts (each *.md name skipped so
+        is reported to ``on_skip(id, reason)``, if given); lists ids of at most MAX_COMPONENTS
+        (32) components, the cap of every path operation, so every id listed can be read;
+        never follows a symlink. Errors about ``folder`` itself surface on the first ``next()``."""
         comps = split_folder(folder)
         self._live()
         fd = self._resolver.open_dir(comps)
         prefix = "".join(name + "/" for name in comps)
-        yield from self._iter_tree(fd, prefix, len(comps), after, top=True)
+        yield from self._iter_tree(fd, prefix, len(comps), after, on_skip, top=True)
 
     def _iter_tree(
-        self, fd: int, prefix: str, depth: int, after: str | None, *, top: bool = False
+        self,
+        fd: int,
+        prefix: str,
+        depth: int,
+        after: str | None,
+        on_skip: SkipReport | None,
+        *,
+        top: bool = False,
     ) -> Iterator[tuple[str, os.stat_result]]:
         """Lists the folder ``fd``, ``depth`` components below the workspace. Owns ``fd`` and
         closes it, also when the consumer stops early. Only the top folder's errors surface;
@@ -354,7 +389,9 @@ class WorkspaceRoot:
                     if depth + 2 <= MAX_COMPONENTS:
                         child = self._open_listed_dir(fd, name)
                         if child is not None:
-                            yield from self._iter_tree(child, prefix + key, depth + 1, after)
+                            yield from self._iter_tree(
+                                child, prefix + key, depth + 1, after, on_skip
+                            )
                     continue
                 try:
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -363,10 +400,14 @@ class WorkspaceRoot:
                 # Still a regular, singly linked file (the listing may be from the cache) on the
                 # workspace's device...
                 if not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_dev == dev):
+                    if on_skip is not None:
+                        on_skip(prefix + name, _not_a_note(st, dev))
                     continue
                 # ...and on its mount: the inode the folder itself lists under this name (readdir
                 # reports the covered entry's inode, lstat a mount's), else the mount id decides.
                 if st.st_ino != ino and not self._listed_on_mount(fd, name, st):
+                    if on_skip is not None:
+                        on_skip(prefix + name, "on another mount")
                     continue
                 yield prefix + name, st
         finally:
@@ -394,20 +435,32 @@ class WorkspaceRoot:
         return child
 
 
+def _not_a_note(st: os.stat_result, dev: int) -> str:
+    """Why a listed *.md entry is not a note (the reasons a listing counts)."""
+    if stat.S_ISLNK(st.st_mode):
+        return "symbolic link"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_dev != dev:
+        return "on another mount"
+    return "hard-linked"
+
+
 def _list_folder(fd: int) -> list[Entry]:
-    """The folder's sub-folders and *.md regular files (no hidden entries, no symlinks) with the
-    inode numbers it lists for them, sorted by id suffix: a folder sorts as "name/", since every
-    id beneath it starts so, which makes the depth-first walk yield ids in code-point order."""
+    """The folder's sub-folders (no symlinks) and *.md entries of any other kind (symlinks and
+    special files too, which the walk then reports as skipped; no hidden entries) with the inode
+    numbers it lists for them, sorted by id suffix: a folder sorts as "name/", since every id
+    beneath it starts so, which makes the depth-first walk yield ids in code-point order."""
     entries: list[Entry] = []
     with os.scandir(fd) as it:
         for e in it:
             name = e.name
             if name.startswith("."):
                 continue
-            if name.endswith(".md") and e.is_file(follow_symlinks=False):
-                entries.append((name, name, False, e.inode()))
-            elif e.is_dir(follow_symlinks=False):
+            if e.is_dir(follow_symlinks=False):
                 entries.append((name + "/", name, True, e.inode()))
+            elif name.endswith(".md"):
+                entries.append((name, name, False, e.inode()))
     entries.sort()
     return entries
 

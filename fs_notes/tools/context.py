@@ -4,7 +4,13 @@
 principal of the request (never clientInfo, never client roots) is authorized for `op` on exactly
 that workspace URI (layer 1), and the tool gets the root handle opened at start-up (layer 2).
 Failures become `ToolFailure`, whose message is safe to show: it never says whether anything
-outside the workspace exists.
+outside the workspace exists, and every id in it is rendered (`fs_notes.render`).
+
+`NotesEnv.notes(ws, folder)` is the single door to a workspace's notes: every listing (notes_list,
+search, resources/list, the delete and summarize candidates) takes what the filesystem layer lists
+and keeps exactly the ids the id rules accept, the same rules a client's id meets, so every listed
+id can be read back. A name the rules refuse (not UTF-8, too long) is skipped, counted by reason in
+the caller's `Skipped`, and logged once per name (escaped).
 
 Injection points (for the escape exercises' layer knock-out only; `serve` always uses the
 defaults): `roots` may hold anything with the `NoteRoot` verbs, and `ids` (`IdRules`) says how raw
@@ -15,6 +21,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -36,6 +44,7 @@ from ..lexical import LexicalError, NoteId, WorkspacePath, validate_folder, vali
 from ..policy import AccessDenied, Operation, Policy, Principal, Workspace
 from ..protocol.dispatch import Call
 from ..protocol.models import tool_error
+from ..render import shown, shown_id
 from .notecache import NoteCache
 
 log = logging.getLogger("fs_notes.tools")
@@ -49,6 +58,7 @@ class NoteRoot(Protocol):
     """The verbs the tools use on a workspace: `fs.WorkspaceRoot` (layer 2) in the server."""
 
     def read_note(self, relpath: str, *, max_bytes: int = ...) -> tuple[bytes, Identity]: ...
+    def read_part(self, relpath: str, offset: int, length: int) -> tuple[bytes, Identity]: ...
     def stat_note(self, relpath: str) -> Identity: ...
     def create_note(self, relpath: str, data: bytes) -> Identity: ...
     def update_note(
@@ -56,7 +66,11 @@ class NoteRoot(Protocol):
     ) -> Identity: ...
     def unlink_note(self, relpath: str, expected: Identity) -> None: ...
     def iter_notes(
-        self, folder: str = "", *, after: str | None = None
+        self,
+        folder: str = "",
+        *,
+        after: str | None = None,
+        on_skip: Callable[[str, str], None] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]: ...
 
 
@@ -93,8 +107,20 @@ class Opened:
         return self.workspace.root
 
 
-def fs_message(exc: FsError, note_id: str) -> str:
+MAX_LOGGED_SKIPS = 10_000
+"""Names remembered as already logged as skipped (then logging goes on, unremembered)."""
+
+
+class Skipped(Counter[str]):
+    """Files a listing found but cannot serve, counted by reason ("not UTF-8": 2)."""
+
+    def to_json(self) -> dict[str, int]:
+        return dict(sorted(self.items()))
+
+
+def fs_message(exc: FsError, raw_id: str) -> str:
     """A readable reason for a filesystem refusal that reveals nothing outside the workspace."""
+    note_id = shown_id(raw_id, 300)
     if isinstance(exc, NoteNotFound):
         return f"note not found: {note_id}"
     if isinstance(exc, NoteExists):
@@ -125,6 +151,50 @@ class NotesEnv:
         self.roots = roots
         self.ids = ids if ids is not None else IdRules()
         self.cache = NoteCache()
+        self._logged_skips: set[tuple[str, str]] = set()
+        self._skips_lock = threading.Lock()
+
+    def notes(
+        self,
+        ws: Opened,
+        folder: str = "",
+        *,
+        after: str | None = None,
+        skipped: Skipped | None = None,
+    ) -> Iterator[tuple[str, os.stat_result]]:
+        """(id, lstat) of every servable note beneath ``folder``, in id order (see the module
+        docstring). FsError about ``folder`` itself surfaces on the first ``next()``."""
+        check = self.ids.note_id
+        name = ws.workspace.name
+
+        def left_out(note_id: str, reason: str) -> None:
+            if skipped is not None:
+                skipped[reason] += 1
+            self._log_skip(name, note_id, reason)
+
+        for note_id, st in ws.root.iter_notes(folder, after=after, on_skip=left_out):
+            try:
+                if check(note_id) == note_id:
+                    yield note_id, st
+                    continue
+                reason = "not its own id"  # rules that rewrite an id would list another note
+            except LexicalError as exc:
+                reason = exc.skip_reason
+            left_out(note_id, reason)
+
+    def _log_skip(self, workspace: str, note_id: str, reason: str) -> None:
+        key = (workspace, note_id)
+        with self._skips_lock:
+            if key in self._logged_skips:
+                return
+            if len(self._logged_skips) < MAX_LOGGED_SKIPS:
+                self._logged_skips.add(key)
+        log.warning(
+            "workspace %s: %s is not served as a note (%s)",
+            shown(workspace),
+            shown_id(note_id, 300),
+            reason,
+        )
 
     def note_id(self, raw: str) -> str:
         """A client-supplied note id, checked by the id rules (ToolFailure if refused)."""
@@ -148,7 +218,7 @@ class NotesEnv:
         except LexicalError as exc:
             raise ToolFailure(f"invalid workspaceUri: {exc}") from None
         except AccessDenied as exc:
-            log.info("%s refused %s on %r: %s", principal.name, op, workspace_uri[:300], exc)
+            log.info("%s refused %s on %s: %s", principal.name, op, shown(workspace_uri, 300), exc)
             raise ToolFailure(str(exc)) from None
         root = self.roots[grant.workspace.name]
         return Opened(grant.workspace, root, workspace_uri)

@@ -44,6 +44,7 @@ from ..protocol.dispatch import Call
 from ..protocol.errors import INVALID_PARAMS, ProtocolError
 from ..protocol.meta import require_form_elicitation
 from ..protocol.models import CallToolResult, InputRequiredResult, TextContent
+from ..render import shown, shown_id
 from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded
 from .read_tools import load_note, stat_key
 from .registry import WORKSPACE_URI, ToolSpec
@@ -106,7 +107,7 @@ def find_candidates(env: NotesEnv, ws: Opened, title: str) -> list[Candidate]:
     exact: list[Candidate] = []
     partial: list[Candidate] = []
     workspace, cached = ws.workspace.name, env.cache.get
-    for note_id, st in ws.root.iter_notes(""):
+    for note_id, st in env.notes(ws):
         # Only the title is needed: a cache entry without its text (over the budget) will do.
         note = cached(workspace, note_id, stat_key(st))
         if note is None:
@@ -117,7 +118,7 @@ def find_candidates(env: NotesEnv, ws: Opened, title: str) -> list[Candidate]:
         note_title = note.title.lower()
         if wanted in note_title:
             bucket = exact if note_title == wanted else partial
-            bucket.append(Candidate(note_id, FileIdentity.of(st)))
+            bucket.append(Candidate(note_id, FileIdentity.of(st), note.title))
     return exact + partial
 
 
@@ -186,7 +187,9 @@ class DeleteTool:
             raise ToolFailure(f"deletion is refused in this workspace: {refusal}")
         candidates = find_candidates(self.env, ws, args["title"])
         if not candidates:
-            raise ToolFailure(f'no note in this workspace has a title matching "{args["title"]}"')
+            raise ToolFailure(
+                f'no note in this workspace has a title matching "{shown(args["title"], 256)}"'
+            )
         if len(candidates) > MAX_CANDIDATES:
             raise ToolFailure(
                 f"{len(candidates)} notes match that title; give a more specific title "
@@ -267,11 +270,14 @@ class DeleteTool:
         except (LexicalError, FsError) as exc:
             self._audit(call, name, note_id, "identity-mismatch", _code(exc))
             raise ToolFailure(
-                f"{note_id} changed or moved since the form was shown; nothing was deleted"
+                f"{shown_id(note_id, 300)} changed or moved since the form was shown; "
+                "nothing was deleted"
             ) from None
         if live != expected:
             self._audit(call, name, note_id, "identity-mismatch", "identity")
-            raise ToolFailure(f"{note_id} changed since the form was shown; nothing was deleted")
+            raise ToolFailure(
+                f"{shown_id(note_id, 300)} changed since the form was shown; nothing was deleted"
+            )
         self._claim(call, name, note_id, nonce, expires)
         try:
             self.deleter.delete(name, note_id, expected)
@@ -283,4 +289,6 @@ class DeleteTool:
             ) from None
         self.env.cache.forget(name, note_id)
         self._audit(call, name, note_id, "deleted")
-        return _complete(f"Deleted {note_id}.", {"deleted": note_id, "outcome": "deleted"})
+        return _complete(
+            f"Deleted {shown_id(note_id, 300)}.", {"deleted": note_id, "outcome": "deleted"}
+        )

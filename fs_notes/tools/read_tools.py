@@ -1,4 +1,11 @@
-"""notes_list, notes_read and notes_search: read-only tools over one workspace."""
+"""notes_list, notes_read and notes_search: read-only tools over one workspace.
+
+Every id and title put into text content goes through `fs_notes.render` (the structured content
+keeps the exact id). A note over its workspace's read limit is still listed (flagged `tooLarge`,
+its title taken from its first bytes) and found by title; `notes_read` serves it in parts
+(`offset`/`length`, in bytes, cut to whole UTF-8 characters) and refuses a whole read with a
+message that names the limit.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +17,16 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from ..fs import FsError, Identity
+from ..fs import FsError, Identity, TooLarge
+from ..policy import READ_LIMIT_RANGE
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
-from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded
+from ..render import shown, shown_id
+from .context import NotesEnv, Opened, Skipped, ToolFailure, fs_message, guarded
 from .notecache import CachedNote
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
-from .titles import title_of
+from .titles import TITLE_SCAN_CHARS, title_of
 
-MAX_NOTE_BYTES = 4 << 20
 LIST_PAGE_DEFAULT = 100
 LIST_PAGE_MAX = 1000
 SEARCH_LIMIT_DEFAULT = 20
@@ -41,16 +49,60 @@ def stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def whole_utf8(data: bytes, *, at_start: bool, at_end: bool) -> tuple[int, int]:
+    """(start, end) of the longest run of ``data`` made of whole UTF-8 sequences: up to three
+    continuation bytes dropped at the front (unless ``at_start``) and an incomplete sequence at
+    the back (unless ``at_end``)."""
+    start = 0
+    if not at_start:
+        while start < min(3, len(data)) and 0x80 <= data[start] <= 0xBF:
+            start += 1
+    end = len(data)
+    if not at_end:
+        for back in range(1, min(4, end - start) + 1):
+            byte = data[end - back]
+            if byte < 0x80:
+                break
+            if byte >= 0xC0:  # a lead byte: keep its sequence only if it is complete
+                need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+                if back < need:
+                    end -= back
+                break
+    return start, end
+
+
 def load_note(env: NotesEnv, ws: Opened, note_id: str, st: os.stat_result | None) -> CachedNote:
-    """The cached title/text of a note, (re)reading it through the root handle when needed."""
+    """The cached title/text of a note, (re)reading it through the root handle when needed. A
+    note over the workspace's read limit is cached with its title only (``large``)."""
     if st is not None:
         hit = env.cache.get(ws.workspace.name, note_id, stat_key(st))
-        if hit is not None and hit.text is not None:
+        if hit is not None and (hit.text is not None or hit.large):
             return hit
-    data, ident = ws.root.read_note(note_id, max_bytes=MAX_NOTE_BYTES)
+    name = note_id.rsplit("/", 1)[-1]
+    try:
+        data, ident = ws.root.read_note(note_id, max_bytes=ws.workspace.read_limit)
+    except TooLarge:
+        head, ident = ws.root.read_part(note_id, 0, 4 * TITLE_SCAN_CHARS)
+        _, end = whole_utf8(head, at_start=True, at_end=False)
+        title = title_of(head[:end].decode("utf-8", errors="replace"), name)
+        return env.cache.put(ws.workspace.name, note_id, _key(ident), title, None)
     text = data.decode("utf-8", errors="replace")
-    return env.cache.put(
-        ws.workspace.name, note_id, _key(ident), title_of(text, note_id.rsplit("/", 1)[-1]), text
+    return env.cache.put(ws.workspace.name, note_id, _key(ident), title_of(text, name), text)
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def too_large(note_id: str, size: int, limit: int) -> str:
+    """The refusal of a whole read of a note over the read limit: what to do instead."""
+    return (
+        f"{shown_id(note_id, 300)} is {_size(size)} ({size} bytes), above this workspace's read "
+        f"limit of {limit} bytes: read it in parts with offset (a byte offset, from 0) and "
+        f"length (at most {limit} bytes)"
     )
 
 
@@ -77,29 +129,41 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         folder = env.folder(args.get("folder", ""))
         limit = int(args.get("limit", LIST_PAGE_DEFAULT))
         after = _decode_cursor(args["cursor"]) if "cursor" in args else None
+        skipped = Skipped()
+        listing = env.notes(ws, folder, after=after, skipped=skipped)
         try:  # ids come in order and the walk skips what lies before the cursor: O(page)
-            entries = list(itertools.islice(ws.root.iter_notes(folder, after=after), limit + 1))
+            entries = list(itertools.islice(listing, limit + 1))
         except FsError as exc:
             raise ToolFailure(fs_message(exc, folder or "(workspace root)")) from None
         page, more = entries[:limit], len(entries) > limit
         notes = []
+        lines = []
         for note_id, st in page:
             try:
-                title = load_note(env, ws, note_id, st).title
+                note = load_note(env, ws, note_id, st)
             except FsError:
                 continue  # vanished or replaced since the listing: skip it
-            notes.append(
-                {
-                    "id": note_id,
-                    "title": title,
-                    "size": st.st_size,
-                    "modified": iso_time(st.st_mtime_ns),
-                }
-            )
+            entry: dict[str, Any] = {
+                "id": note_id,
+                "title": note.title,
+                "size": st.st_size,
+                "modified": iso_time(st.st_mtime_ns),
+            }
+            line = f"- {shown_id(note_id)}: {shown(note.title)}"
+            if note.large:
+                entry["tooLarge"] = True
+                line += f" ({_size(st.st_size)}: over the read limit, read it in parts)"
+            notes.append(entry)
+            lines.append(line)
         structured: dict[str, Any] = {"notes": notes}
         if more and page:
             structured["nextCursor"] = _encode_cursor(page[-1][0])
-        lines = [f"- {n['id']}: {n['title']}" for n in notes] or ["(no notes)"]
+        if skipped:
+            structured["skipped"] = skipped.to_json()
+            counts = ", ".join(f"{n} {why}" for why, n in structured["skipped"].items())
+            lines.append(f"(not served: {counts})")
+        if not notes:
+            lines.insert(0, "(no notes)")
         if "nextCursor" in structured:
             lines.append(f"(more: call again with cursor {structured['nextCursor']})")
         return CallToolResult(
@@ -114,6 +178,11 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             note = load_note(env, ws, note_id, None)
         except FsError as exc:
             raise ToolFailure(fs_message(exc, note_id)) from None
+        if "offset" in args or "length" in args:
+            return _read_part(ws, note_id, note, args)
+        if note.large:
+            size = ws.root.stat_note(note_id).size
+            raise ToolFailure(too_large(note_id, size, ws.workspace.read_limit))
         data = note.text if note.text is not None else _reread(ws, note_id)
         return CallToolResult(
             content=[TextContent(text=data)],
@@ -129,16 +198,20 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         limit = int(args.get("limit", SEARCH_LIMIT_DEFAULT))
         title_hits: list[dict[str, str]] = []
         body_hits: list[dict[str, str]] = []
-        for note_id, st in ws.root.iter_notes(""):
+        for note_id, st in env.notes(ws):
             try:
                 note = load_note(env, ws, note_id, st)
             except FsError:
                 continue
             in_title = query in note.title.lower()
-            if not in_title and len(body_hits) >= limit:
-                continue  # enough body matches; only title matches can still rank higher
-            text = note.text if note.text is not None else _reread(ws, note_id)
-            lowered = note.lowered if note.lowered is not None else text.lower()
+            if not in_title and (len(body_hits) >= limit or note.large):
+                continue  # enough body matches (only title matches can still rank higher), or
+                # a note over the read limit, which is found by its title only
+            if note.large:
+                text = lowered = note.title
+            else:
+                text = note.text if note.text is not None else _reread(ws, note_id)
+                lowered = note.lowered if note.lowered is not None else text.lower()
             at = lowered.find(query)
             if not in_title and at < 0:
                 continue
@@ -147,7 +220,9 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             if len(title_hits) >= limit:
                 break
         matches = (title_hits + body_hits)[:limit]
-        lines = [f"- {m['id']} ({m['title']}): {m['snippet']}" for m in matches] or ["(no matches)"]
+        lines = [
+            f"- {shown_id(m['id'])} ({shown(m['title'])}): {shown(m['snippet'])}" for m in matches
+        ] or ["(no matches)"]
         return CallToolResult(
             content=[TextContent(text="\n".join(lines))], structured_content={"matches": matches}
         ).wire()
@@ -187,8 +262,25 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         ToolSpec(
             name="notes_read",
             title="Read a note",
-            description="Read one note's markdown content by id.",
-            properties={"workspaceUri": WORKSPACE_URI, "id": NOTE_ID},
+            description="Read one note's markdown content by id (whole, or a part of it with "
+            "offset and length in bytes).",
+            properties={
+                "workspaceUri": WORKSPACE_URI,
+                "id": NOTE_ID,
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Read a part: the first byte (default 0). For notes over "
+                    "the workspace's read limit, which cannot be read whole.",
+                },
+                "length": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": READ_LIMIT_RANGE[1],
+                    "description": "Read a part: how many bytes (default and most: the "
+                    "workspace's read limit, 4 MiB unless its policy says otherwise).",
+                },
+            },
             required=("workspaceUri", "id"),
             read_only=True,
             destructive=False,
@@ -226,10 +318,42 @@ def build(env: NotesEnv) -> list[ToolSpec]:
 
 def _reread(ws: Opened, note_id: str) -> str:
     try:
-        data, _ = ws.root.read_note(note_id, max_bytes=MAX_NOTE_BYTES)
+        data, _ = ws.root.read_note(note_id, max_bytes=ws.workspace.read_limit)
     except FsError as exc:
         raise ToolFailure(fs_message(exc, note_id)) from None
     return data.decode("utf-8", errors="replace")
+
+
+def _read_part(ws: Opened, note_id: str, note: CachedNote, args: dict[str, Any]) -> dict[str, Any]:
+    """notes_read with offset/length: whole UTF-8 characters from the asked byte range."""
+    limit = ws.workspace.read_limit
+    offset, length = int(args.get("offset", 0)), int(args.get("length", limit))
+    if length > limit:
+        raise ToolFailure(
+            f"length must be at most this workspace's read limit of {limit} bytes"
+        )
+    try:
+        data, ident = ws.root.read_part(note_id, offset, length)
+    except FsError as exc:
+        raise ToolFailure(fs_message(exc, note_id)) from None
+    if offset > ident.size:
+        raise ToolFailure(
+            f"offset {offset} is past the end of {shown_id(note_id, 300)} ({ident.size} bytes)"
+        )
+    at_end = offset + len(data) >= ident.size
+    start, end = whole_utf8(data, at_start=offset == 0, at_end=at_end)
+    text = data[start:end].decode("utf-8", errors="replace")
+    structured: dict[str, Any] = {
+        "id": note_id,
+        "title": note.title,
+        "content": text,
+        "offset": offset + start,
+        "length": end - start,
+        "size": ident.size,
+    }
+    if offset + end < ident.size:
+        structured["nextOffset"] = offset + end
+    return CallToolResult(content=[TextContent(text=text)], structured_content=structured).wire()
 
 
 def _snippet(text: str, lowered: str, at: int) -> str:

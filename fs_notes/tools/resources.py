@@ -1,10 +1,18 @@
-"""Notes as MCP resources: `resources/list` and `resources/read` by `file://` URI."""
+"""Notes as MCP resources: `resources/list` and `resources/read` by `file://` URI.
+
+The list is the same as notes_list's (`NotesEnv.notes`: every servable note, nothing else); each
+URI is the note's canonical URI (`lexical.note_uri`: every byte outside RFC 3986's unreserved
+set percent-encoded, so `100%.md` is `100%25.md`), which `resources/read` decodes exactly once.
+A note over its workspace's read limit is listed with its size; reading it whole is refused with
+-32602 naming the limit (the notes_read tool serves it in parts).
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
+import logging
 from typing import Any
 
 from ..fs import FsError
@@ -20,9 +28,11 @@ from ..protocol.models import (
     TextResourceContents,
     parse_params,
 )
+from ..render import shown_id
 from .context import NotesEnv
-from .read_tools import MAX_NOTE_BYTES, load_note
+from .read_tools import load_note
 
+log = logging.getLogger("fs_notes.tools")
 PAGE = 200
 NOT_FOUND = "Resource not found"
 
@@ -57,17 +67,21 @@ def build(env: NotesEnv) -> tuple[Any, Any]:
             if after is not None and name < after[0]:
                 continue
             start = after[1] if after is not None and name == after[0] else None
-            for note_id, st in ws.root.iter_notes("", after=start):
+            for note_id, st in env.notes(ws, after=start):
                 if len(out) == PAGE:
                     next_cursor = _cursor(*last)
                     break
                 try:
+                    uri = note_uri(ws.base, NoteId(tuple(note_id.split("/"))))
                     title = load_note(env, ws, note_id, st).title
+                except LexicalError:  # the workspace path and the id together are too long
+                    log.warning("a note has no URI within the limits: %s", shown_id(note_id, 300))
+                    continue
                 except FsError:
                     continue
                 out.append(
                     Resource(
-                        uri=note_uri(ws.base, NoteId(tuple(note_id.split("/")))),
+                        uri=uri,
                         name=note_id,
                         title=title,
                         size=st.st_size,
@@ -102,16 +116,24 @@ def build(env: NotesEnv) -> tuple[Any, Any]:
         )
         if ws is None:
             raise ProtocolError(INVALID_PARAMS, NOT_FOUND, {"uri": uri})
+        limit = ws.workspace.read_limit
         try:
             note = load_note(env, ws, note_id, None)
             text = note.text
-            if text is None:
-                data, _ = ws.root.read_note(note_id, max_bytes=MAX_NOTE_BYTES)
+            if text is None and not note.large:
+                data, _ = ws.root.read_note(note_id, max_bytes=limit)
                 text = data.decode("utf-8", errors="replace")
         except FsError as exc:
             raise ProtocolError(
                 INVALID_PARAMS, NOT_FOUND, {"uri": uri}, log_detail=type(exc).__name__
             ) from None
+        if text is None:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"Resource too large: it is over this workspace's read limit of {limit} bytes; "
+                "read it in parts with the notes_read tool (offset, length)",
+                {"uri": uri, "readLimit": limit},
+            )
         return {
             "contents": [TextResourceContents(uri=uri, text=text).wire()],
             "ttlMs": 0,

@@ -40,8 +40,9 @@ from ..protocol.dispatch import Call
 from ..protocol.errors import INVALID_PARAMS, ProtocolError
 from ..protocol.meta import require_sampling
 from ..protocol.models import CallToolResult, InputRequiredResult, TextContent
+from ..render import json_shown, shown, shown_id
 from .context import NotesEnv, Opened, ToolFailure, guarded, note_id_arg
-from .read_tools import MAX_NOTE_BYTES, load_note
+from .read_tools import load_note, whole_utf8
 from .registry import WORKSPACE_URI, ToolSpec
 
 log = logging.getLogger("fs_notes.summarize")
@@ -59,6 +60,7 @@ CANDIDATE_ID_CHARS = 6000  # total id length sealed in round 1 (well under the 1
 SNIPPET_CHARS = 160
 NOTE_BYTES = 8 << 10  # of each chosen note sent to the model
 TOTAL_BYTES = 20 << 10  # of all chosen notes together
+HEAD_BYTES = 64 << 10  # what stands for a note over its read limit (matching, excerpt)
 PICK_ANSWER_CHARS = 4000
 SUMMARY_CHARS = 16000
 MAX_QUERY_WORDS = 16
@@ -108,7 +110,11 @@ def _note_text(env: NotesEnv, ws: Opened, note_id: str, st: Any) -> tuple[str, s
     note = load_note(env, ws, note_id, st)
     if note.text is not None:
         return note.title, note.text
-    data, _ = ws.root.read_note(note_id, max_bytes=MAX_NOTE_BYTES)
+    if note.large:  # over the read limit: its first bytes stand for it
+        data, _ = ws.root.read_part(note_id, 0, HEAD_BYTES)
+        data = data[: whole_utf8(data, at_start=True, at_end=False)[1]]
+    else:
+        data, _ = ws.root.read_note(note_id, max_bytes=ws.workspace.read_limit)
     return note.title, data.decode("utf-8", errors="replace")
 
 
@@ -121,7 +127,7 @@ def find_candidates(env: NotesEnv, ws: Opened, query: str) -> list[Candidate]:
     """Notes mentioning the query's words, title hits weighing more; best first, then by id."""
     words = query_words(query)
     scored: list[tuple[int, str, Candidate]] = []
-    for note_id, st in ws.root.iter_notes(""):
+    for note_id, st in env.notes(ws):
         try:
             title, text = _note_text(env, ws, note_id, st)
         except FsError:
@@ -157,8 +163,9 @@ def _sampling(system: str, text: str, max_tokens: int, prefs: dict[str, Any]) ->
 
 
 def pick_request(query: str, candidates: list[Candidate]) -> dict[str, Any]:
-    lines = [
-        json.dumps({"id": c.id, "title": c.title, "snippet": c.snippet}, ensure_ascii=False)
+    lines = [  # JSON with every invisible character escaped: exact, and nothing hidden
+        f'{{"id": {json_shown(c.id)}, "title": {json_shown(c.title)}, '
+        f'"snippet": {json_shown(c.snippet)}}}'
         for c in candidates
     ]
     text = f"Query: {query}\n\nCandidate notes (one JSON object per line):\n" + "\n".join(lines)
@@ -177,8 +184,8 @@ def summary_request(query: str, notes: list[tuple[str, str, str, bool]]) -> dict
     parts = [f"Query: {query}\n"]
     for note_id, title, excerpt, cut in notes:
         mark = " [truncated]" if cut else ""
-        head = f"--- note {json.dumps(note_id, ensure_ascii=False)}"
-        parts.append(f"{head} ({json.dumps(title, ensure_ascii=False)}){mark} ---\n{excerpt}\n")
+        head = f"--- note {json_shown(note_id)}"
+        parts.append(f"{head} ({json_shown(title)}){mark} ---\n{excerpt}\n")
     return _sampling(SUMMARY_SYSTEM, "\n".join(parts), 800, SUMMARY_PREFERENCES)
 
 
@@ -401,7 +408,8 @@ class SummarizeTool:
 
 def _final(query: str, chosen: list[str], summary: str, model: str) -> dict[str, Any]:
     if chosen:
-        text = f"{summary}\n\n(Summarized by {model} from: {', '.join(chosen)})"
+        sources = ", ".join(shown_id(c) for c in chosen)
+        text = f"{summary}\n\n(Summarized by {shown(model, 200)} from: {sources})"
     else:
         text = "The model found none of the candidate notes relevant; nothing to summarize."
     return CallToolResult(

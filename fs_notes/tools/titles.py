@@ -1,46 +1,125 @@
-"""A note's title (CONTRACT.md): the first `# ` heading, else a front-matter `title:`, else the
-file name without `.md`. Headings inside front matter or fenced code blocks do not count."""
+"""A note's title (CONTRACT.md): the front-matter ``title:``, else the first level-1 heading (ATX
+``# Title`` or setext ``Title`` over ``===``), else the file name without ``.md``.
+
+Why this order: a ``title:`` in front matter is the author saying what the note is called (the
+vault tools and static site generators treat it so), while a heading is only the first line that
+looks like one; a ``# Heading`` deep in the body must not beat it. Only level-1 headings count: a
+note that opens with ``## Install`` is not called "Install".
+
+The front matter is YAML between a first line ``---`` and a closing ``---`` or ``...``, read with a
+real YAML parser (PyYAML's safe composer: folded and quoted scalars, comments, any key order),
+after an optional byte-order mark. The title is the scalar exactly as written (``title: 2024-05``
+is "2024-05", ``title: yes`` is "yes": no type guessing). A block that is not a YAML mapping, or
+that fails to parse, is not front matter and is never an error: the headings are looked for from
+the top. Headings inside front matter, fenced code blocks or indented code do not count.
+Work is bounded: front matter up to ``MAX_FRONT_MATTER_CHARS``, headings in the first
+``TITLE_SCAN_CHARS`` characters; aliases are never expanded (composing builds nodes, not values).
+"""
 
 from __future__ import annotations
 
+import re
+
+import yaml
+
 MAX_TITLE_CHARS = 200
+MAX_FRONT_MATTER_CHARS = 64 << 10
+TITLE_SCAN_CHARS = 256 << 10
+"""How much of a note is looked at for its title (also what is read of a note over the limit)."""
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_ATX = re.compile(r" {0,3}#(?:[ \t]+(.*?))?[ \t]*$")
+_ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+_SETEXT_1 = re.compile(r" {0,3}=+[ \t]*$")
+_BLOCK_START = re.compile(r" {0,3}(?:[#>]|[-*+][ \t]|\d{1,9}[.)][ \t]|<)")
+_STR_TAG = "tag:yaml.org,2002:str"
+_NULL_TAG = "tag:yaml.org,2002:null"
 
 
-def _front_matter(lines: list[str]) -> tuple[str | None, int]:
-    """(the front-matter title if any, index of the first line after the front matter)."""
-    if not lines or lines[0].strip() != "---":
-        return None, 0
-    title = None
-    for i in range(1, min(len(lines), 200)):
-        line = lines[i]
-        if line.strip() in ("---", "..."):
-            return title, i + 1
-        key, sep, value = line.partition(":")
-        if sep and key.strip() == "title" and title is None:
-            title = value.strip().strip("'\"").strip() or None
-    return None, 0  # not closed: not front matter
+def _front_matter_title(block: str) -> tuple[bool, str | None]:
+    """(whether ``block`` is a YAML mapping, its ``title`` scalar if it has one)."""
+    try:
+        node = yaml.compose(block, Loader=_Loader)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return False, None
+    if not isinstance(node, yaml.MappingNode):
+        return False, None
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value == "title":
+            if isinstance(value, yaml.ScalarNode) and value.tag != _NULL_TAG:
+                return True, " ".join(str(value.value).split()) or None
+            return True, None
+    return True, None
+
+
+def split_front_matter(text: str) -> tuple[str | None, str]:
+    """(the front-matter title if any, the body after the front matter, BOM removed)."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if not text.startswith("---"):
+        return None, text
+    first_end = text.find("\n")
+    if first_end < 0 or text[:first_end].rstrip() != "---":
+        return None, text
+    pos = first_end + 1
+    limit = min(len(text), MAX_FRONT_MATTER_CHARS)
+    while pos <= limit:
+        end = text.find("\n", pos)
+        line = text[pos : end if end >= 0 else len(text)]
+        if line.rstrip() in ("---", "..."):
+            is_mapping, title = _front_matter_title(text[first_end + 1 : pos])
+            if not is_mapping:
+                return None, text
+            return title, text[end + 1 :] if end >= 0 else ""
+        if end < 0:
+            break
+        pos = end + 1
+    return None, text  # never closed (or too long): not front matter
+
+
+def first_heading(body: str) -> str | None:
+    """The first level-1 ATX or setext heading of ``body`` outside code, cleaned; or None."""
+    fence: str | None = None
+    paragraph: list[str] = []
+    for line in body[:TITLE_SCAN_CHARS].splitlines():
+        if fence is not None:
+            stripped = line.strip()
+            if stripped.startswith(fence) and not stripped.strip(fence[0]):
+                fence = None
+            continue
+        opened = _FENCE.match(line)
+        if opened:
+            fence, paragraph = opened.group(1), []
+            continue
+        if not line.strip():
+            paragraph = []
+            continue
+        if not paragraph and line.startswith(("    ", "\t")):
+            continue  # indented code
+        atx = _ATX.match(line)
+        if atx:
+            heading = _ATX_CLOSING.sub("", atx.group(1) or "").strip()
+            if heading:
+                return heading
+            paragraph = []
+            continue
+        if paragraph and _SETEXT_1.match(line):
+            heading = " ".join(" ".join(paragraph).split())
+            if heading:
+                return heading
+            paragraph = []
+            continue
+        if paragraph or not _BLOCK_START.match(line):
+            paragraph.append(line.strip())
+        else:
+            paragraph = []
+    return None
 
 
 def title_of(text: str, note_name: str) -> str:
-    lines = text.splitlines()
-    fm_title, start = _front_matter(lines)
-    fence: str | None = None
-    for line in lines[start:]:
-        stripped = line.lstrip()
-        if line[: len(line) - len(stripped)].count(" ") > 3:
-            continue  # indented code
-        if fence is not None:
-            if stripped.startswith(fence):
-                fence = None
-            continue
-        if stripped.startswith(("```", "~~~")):
-            fence = stripped[:3]
-            continue
-        if stripped.startswith("# ") or stripped.rstrip() == "#":
-            heading = stripped[1:].strip().rstrip("#").strip()
-            if heading:
-                return heading[:MAX_TITLE_CHARS]
-    if fm_title:
-        return fm_title[:MAX_TITLE_CHARS]
-    stem = note_name[: -len(".md")] if note_name.endswith(".md") else note_name
-    return stem[:MAX_TITLE_CHARS]
+    fm_title, body = split_front_matter(text)
+    title = fm_title or first_heading(body)
+    if not title:
+        title = note_name[: -len(".md")] if note_name.endswith(".md") else note_name
+    return title[:MAX_TITLE_CHARS]

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from ..fs import FsError, Identity
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
+from ..render import shown_id
 from .context import NotesEnv, ToolFailure, fs_message, guarded
 from .registry import CONTENT, NOTE_ID, WORKSPACE_URI, ToolSpec
 
@@ -61,7 +62,7 @@ def build(env: NotesEnv, writer: NoteWriter) -> list[ToolSpec]:
             raise ToolFailure(fs_message(exc, note_id)) from None
         env.cache.forget(ws.workspace.name, note_id)
         return CallToolResult(
-            content=[TextContent(text=f"{verb} {note_id} ({ident.size} bytes)")],
+            content=[TextContent(text=f"{verb} {shown_id(note_id, 300)} ({ident.size} bytes)")],
             structured_content={"id": note_id, "size": ident.size},
         ).wire()
 
