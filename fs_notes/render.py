@@ -62,9 +62,7 @@ _HOMOGLYPHS = str.maketrans(
 
 
 def _hidden(char: str) -> bool:
-    return char in _INVISIBLE or (
-        char != " " and unicodedata.category(char) in _HIDDEN_CATEGORIES
-    )
+    return char in _INVISIBLE or (char != " " and unicodedata.category(char) in _HIDDEN_CATEGORIES)
 
 
 def escaped_char(char: str) -> str:

@@ -19,10 +19,10 @@ import pytest
 from wire import REPO, child_env
 
 from fs_notes.exercises.catalogue import ATTACKS, CLASSES
-from fs_notes.exercises.expected import COLUMNS, EXPECTED, expected_results
+from fs_notes.exercises.expected import COLUMNS, EXPECTED, LITERAL_NAMES, expected_results
 from sandbox.testing import requirement
 
-RESULT = re.compile(r"blocked:(policy|lexical|filesystem|os)|escaped|n/a")
+RESULT = re.compile(r"blocked:(policy|lexical|render|filesystem|os)|escaped|n/a")
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +52,9 @@ def test_nothing_escapes_with_every_layer_on(run: tuple[int, dict[str, Any]]) ->
     _, data = run
     assert data["escapes_with_all_layers"] == 0
     for attack in data["attacks"]:
+        if attack["name"] in LITERAL_NAMES:  # served literally: nothing to refuse, nothing out
+            assert attack["results"]["all"] == "n/a", attack
+            continue
         assert attack["results"]["all"].startswith("blocked:"), attack
 
 
@@ -154,6 +157,9 @@ def test_docs_design_md_shows_exactly_the_expected_matrix() -> None:
 def test_the_expected_matrix_covers_the_catalogue_and_blocks_everything_with_all_layers() -> None:
     assert set(EXPECTED) == {a.name for a in ATTACKS}
     for name in EXPECTED:
+        if name in LITERAL_NAMES:
+            assert set(EXPECTED[name]) == {"n/a"}, name
+            continue
         assert expected_results(name)["all"].startswith("blocked:"), name
 
 

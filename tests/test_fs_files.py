@@ -306,6 +306,56 @@ def test_read_is_capped_by_max_bytes(ws: WS) -> None:
         root.read_note("n.md", max_bytes=4)
 
 
+def test_read_part_reads_a_range_of_a_note_whatever_its_size(ws: WS) -> None:
+    path, root = ws
+    (path / "n.md").write_bytes(b"0123456789")
+    data, ident = root.read_part("n.md", 3, 4)
+    assert (data, ident.size) == (b"3456", 10)
+    assert root.read_part("n.md", 8, 100)[0] == b"89"  # fewer at the end
+    assert root.read_part("n.md", 10, 5)[0] == b""
+    assert root.read_part("n.md", 0, 0)[0] == b""
+    with pytest.raises(ValueError):
+        root.read_part("n.md", -1, 4)
+
+
+def test_read_part_makes_every_check_read_note_makes(ws: WS) -> None:
+    path, root = ws
+    outside = path.parent / "outside.md"
+    outside.write_bytes(SECRET)
+    (path / "l.md").symlink_to(outside)
+    (path / "h.md").write_bytes(b"x")
+    os.link(path / "h.md", path / "h2.md")
+    os.mkfifo(path / "f.md")
+    for name, error in (("l.md", SymlinkRefused), ("h.md", Hardlinked), ("f.md", NotRegular)):
+        with pytest.raises(FsError) as info:
+            root.read_part(name, 0, 100)
+        assert type(info.value) is error
+    with pytest.raises(FsError):
+        root.read_part("../outside.md", 0, 100)
+    assert outside.read_bytes() == SECRET
+
+
+def test_the_listing_reports_every_md_entry_it_leaves_out_and_why(ws: WS) -> None:
+    path, root = ws
+    (path / "ok.md").write_text("x")
+    (path / "l.md").symlink_to(path / "ok.md")
+    (path / "h1.md").write_text("x")
+    os.link(path / "h1.md", path / "h2.md")
+    os.mkfifo(path / "f.md")
+    (path / "dir.md").mkdir()  # a folder named like a note: walked, not reported
+    (path / "other.txt").write_text("x")  # not a note name: not reported
+    (path / ".hidden.md").write_text("x")  # hidden: never looked at
+    left_out: list[tuple[str, str]] = []
+    listed = [n for n, _ in root.iter_notes(on_skip=lambda n, why: left_out.append((n, why)))]
+    assert listed == ["ok.md"]
+    assert sorted(left_out) == [
+        ("f.md", "not a regular file"),
+        ("h1.md", "hard-linked"),
+        ("h2.md", "hard-linked"),
+        ("l.md", "symbolic link"),
+    ]
+
+
 # --- symlink policy 'within' -------------------------------------------------------------------
 
 

@@ -118,16 +118,17 @@ ATTACKS: tuple[Attack, ...] = (
     Attack(
         "double-encoded-uri",
         ENCODED,
-        _NOTE,
+        (*_NOTE, "ws/%2e%2e/outside/secret.md: # literal name inside"),
         (resource("{ws}/%252e%252e/outside/secret.md"),),
-        "'..' encoded twice: a second decoder would make it '..'",
+        "'..' encoded twice: decoded once it is '%2e%2e', a folder's literal name inside (a "
+        "second decoder would make it '..')",
     ),
     Attack(
         "encoded-dotdot-id",
         ENCODED,
-        _NOTE,
+        (*_NOTE, "ws/%2e%2e/outside/secret.md: # literal name inside"),
         (read("%2e%2e/outside/secret.md"),),
-        "an id is never percent-decoded",
+        "an id is never percent-decoded: '%2e%2e' is a folder's literal name inside",
     ),
     Attack(
         "encoded-slash-uri",
@@ -371,16 +372,16 @@ ATTACKS: tuple[Attack, ...] = (
     Attack(
         "unicode-lookalike",
         LOOKALIKE,
-        _NOTE,
+        (*_NOTE, "ws/a\uff0f..\uff0f..\uff0foutside\uff0fsecret.md: # literal name inside"),
         (read("a\uff0f..\uff0f..\uff0foutside\uff0fsecret.md"),),
-        "FULLWIDTH SOLIDUS, '/' after NFKC",
+        "FULLWIDTH SOLIDUS ('/' after NFKC) is a letter: one literal name inside",
     ),
     Attack(
         "unicode-nfd",
         LOOKALIKE,
         ("ws/caf\u00e9.md: # Cafe",),
         (read("cafe\u0301.md"),),
-        "the NFD twin of an NFC name",
+        "the NFD twin of an NFC name is another name, not an alias",
     ),
     Attack(
         "case-variant",

@@ -75,6 +75,14 @@ EXPECTED: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+#: Names served as the literal names they are (issue 11): with any layer there is nothing to
+#: refuse (the read serves the inside file of that exact name, or finds none); the runner still
+#: checks every outside file, so a server that decoded or normalized the name would escape here.
+LITERAL_NAMES = frozenset(
+    {"double-encoded-uri", "encoded-dotdot-id", "unicode-lookalike", "unicode-nfd"}
+)
+
+
 def result_code(code: str) -> str:
     """The JSON result value for a table code: "blocked:os", "escaped" or "n/a"."""
     if code == X:
