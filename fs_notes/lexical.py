@@ -169,10 +169,26 @@ def _check_names(
         raise LexicalError("type")
     if len(parts) > max_depth:
         raise LexicalError("too-deep")
-    for part in parts:
-        _check_name(part, allow_hidden=allow_hidden)
-    separators = len(parts) if absolute else len(parts) - 1
-    if sum(len(p.encode("utf-8")) for p in parts) + separators > max_bytes:
+    joined = "/".join(parts)
+    try:  # one encode for the whole path: every listed note goes through here
+        size = len(joined.encode("utf-8")) + (len(parts) if absolute else 0)
+    except UnicodeEncodeError:
+        size = -1
+    if size < 0 or size > MAX_NAME_BYTES or "\x00" in joined:
+        for part in parts:  # the slow path names the rule a name breaks
+            _check_name(part, allow_hidden=allow_hidden)
+    else:
+        for part in parts:
+            if not part:
+                raise LexicalError("empty-segment")
+            if part[0] == ".":
+                if part in (".", ".."):
+                    raise LexicalError("dot-segment")
+                if not allow_hidden:
+                    raise LexicalError("hidden")
+            if "/" in part:
+                raise LexicalError("separator")
+    if size > max_bytes:
         raise LexicalError("too-long")
 
 
@@ -340,13 +356,7 @@ def contains(base: WorkspacePath, target: WorkspacePath) -> bool:
 def _split_relative(text: object, *, max_depth: int) -> tuple[str, ...]:
     if not isinstance(text, str):
         raise LexicalError("type")
-    if len(text) > MAX_ID_BYTES:
-        raise LexicalError("too-long")
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise LexicalError("utf8") from None
-    if size > MAX_ID_BYTES:
+    if len(text) > MAX_ID_BYTES:  # a bound before splitting; bytes are counted per name later
         raise LexicalError("too-long")
     if text.startswith("/"):
         raise LexicalError("absolute")

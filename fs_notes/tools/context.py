@@ -109,6 +109,9 @@ class Opened:
 
 MAX_LOGGED_SKIPS = 10_000
 """Names remembered as already logged as skipped (then logging goes on, unremembered)."""
+MAX_CHECKED_IDS = 1 << 18
+"""Listed ids whose verdict under the id rules is remembered (a pure function of the string:
+every search walks every note, and the check would otherwise be a third of a warm search)."""
 
 
 class Skipped(Counter[str]):
@@ -153,6 +156,21 @@ class NotesEnv:
         self.cache = NoteCache()
         self._logged_skips: set[tuple[str, str]] = set()
         self._skips_lock = threading.Lock()
+        self._verdicts: dict[str, str | None] = {}
+
+    def _verdict(self, note_id: str) -> str | None:
+        """None if the id rules accept the listed ``note_id`` as itself, else the skip reason."""
+        verdict = self._verdicts.get(note_id, "")
+        if verdict != "":
+            return verdict
+        try:
+            verdict = None if self.ids.note_id(note_id) == note_id else "not its own id"
+        except LexicalError as exc:
+            verdict = exc.skip_reason
+        if len(self._verdicts) >= MAX_CHECKED_IDS:
+            self._verdicts.clear()
+        self._verdicts[note_id] = verdict
+        return verdict
 
     def notes(
         self,
@@ -164,7 +182,7 @@ class NotesEnv:
     ) -> Iterator[tuple[str, os.stat_result]]:
         """(id, lstat) of every servable note beneath ``folder``, in id order (see the module
         docstring). FsError about ``folder`` itself surfaces on the first ``next()``."""
-        check = self.ids.note_id
+        verdict = self._verdict
         name = ws.workspace.name
 
         def left_out(note_id: str, reason: str) -> None:
@@ -173,14 +191,11 @@ class NotesEnv:
             self._log_skip(name, note_id, reason)
 
         for note_id, st in ws.root.iter_notes(folder, after=after, on_skip=left_out):
-            try:
-                if check(note_id) == note_id:
-                    yield note_id, st
-                    continue
-                reason = "not its own id"  # rules that rewrite an id would list another note
-            except LexicalError as exc:
-                reason = exc.skip_reason
-            left_out(note_id, reason)
+            reason = verdict(note_id)  # rules that rewrite an id would list another note: skip
+            if reason is None:
+                yield note_id, st
+            else:
+                left_out(note_id, reason)
 
     def _log_skip(self, workspace: str, note_id: str, reason: str) -> None:
         key = (workspace, note_id)

@@ -3,6 +3,8 @@
 The list is the same as notes_list's (`NotesEnv.notes`: every servable note, nothing else); each
 URI is the note's canonical URI (`lexical.note_uri`: every byte outside RFC 3986's unreserved
 set percent-encoded, so `100%.md` is `100%25.md`), which `resources/read` decodes exactly once.
+`name` is the exact id (a programmatic identifier); `title`, a display field, is rendered
+(`fs_notes.render.shown`).
 A note over its workspace's read limit is listed with its size; reading it whole is refused with
 -32602 naming the limit (the notes_read tool serves it in parts).
 """
@@ -28,7 +30,7 @@ from ..protocol.models import (
     TextResourceContents,
     parse_params,
 )
-from ..render import shown_id
+from ..render import shown, shown_id
 from .context import NotesEnv
 from .read_tools import load_note
 
@@ -83,7 +85,7 @@ def build(env: NotesEnv) -> tuple[Any, Any]:
                     Resource(
                         uri=uri,
                         name=note_id,
-                        title=title,
+                        title=shown(title),  # a display field (MCP: for UI): rendered
                         size=st.st_size,
                     ).wire()
                 )

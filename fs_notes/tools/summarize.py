@@ -326,7 +326,8 @@ class SummarizeTool:
             try:
                 title, text = _note_text(self.env, ws, checked, None)
             except FsError as exc:
-                log.info("%s: chosen note %r unreadable: %s", TOOL, checked, type(exc).__name__)
+                why = type(exc).__name__
+                log.info("%s: chosen note %s unreadable: %s", TOOL, shown_id(checked), why)
                 continue
             excerpt, cut = _cut(text, min(NOTE_BYTES, budget))
             budget -= len(excerpt.encode("utf-8"))
