@@ -12,6 +12,7 @@ from .protocol.envelope import PreEncoded
 from .protocol.errors import INVALID_PARAMS, ProtocolError
 from .protocol.meta import RESULT_META
 from .protocol.models import CallToolParams, parse_params
+from .render import shown
 from .tools.registry import ToolSpec
 
 TOOLS_TTL_MS = 3_600_000
@@ -45,7 +46,7 @@ def build_methods(
         params = parse_params(CallToolParams, call.params)
         tool = by_name.get(params.name)
         if tool is None:
-            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {shown(params.name, 200)}")
         try:
             arguments = validate(tool.input_schema, params.arguments)
         except ArgumentError as exc:

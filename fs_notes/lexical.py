@@ -62,8 +62,9 @@ from dataclasses import dataclass
 
 MAX_NAME_BYTES = 255
 """Longest single name, in UTF-8 bytes (Linux NAME_MAX)."""
-MAX_ID_BYTES = 4096
-"""Longest note id or folder, in UTF-8 bytes, separators included."""
+MAX_ID_BYTES = 4095
+"""Longest note id or folder, in UTF-8 bytes, separators included (the filesystem layer's
+PATH_MAX, so every id accepted here can be resolved)."""
 MAX_DEPTH = 32
 """Most components in a note id or folder."""
 MAX_PATH_BYTES = 2 * MAX_ID_BYTES

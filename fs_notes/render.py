@@ -15,7 +15,14 @@ What it guarantees
     variation selectors, COMBINING GRAPHEME JOINER, BRAILLE PATTERN BLANK, ...): each is written
     as an escape (``\\n``, ``\\t``, ``\\r``, ``\\u202e``, ``\\U000e0041``). ``\\`` itself is written
     ``\\\\``, so an escape in the output can always be told from the same characters in a name.
-    So no name can start a new line, reorder the text around it, or hide a character.
+    So no name can start a new line, reorder the text around it, or hide a character. A
+    combining mark at the very start (it would attach to the text before the name) or past the
+    second in a row (stacks that draw over neighbouring lines) is escaped too.
+  * ``isolated`` wraps a shown field that holds right-to-left letters in FIRST STRONG ISOLATE ...
+    POP DIRECTIONAL ISOLATE (UAX #9), so a Hebrew or Arabic title cannot pull the text around it
+    into its direction (``Plan א — ב/x.md`` would otherwise read as another option's
+    label). These two marks are the only format characters the server itself ever emits, always
+    as a balanced pair around one field; a name's own are escaped by ``shown``.
   * ``shown_id`` also writes a U+0020 space at either end of a path component as ``\\u0020``, so
     ``" plan.md"`` and ``"plan.md"`` do not look alike; ``/`` stays the separator.
   * ``skeleton`` maps names that look alike to one key (NFKC, case folding, invisible characters
@@ -36,7 +43,17 @@ from __future__ import annotations
 import json
 import unicodedata
 
-__all__ = ["escaped_char", "json_shown", "shown", "shown_id", "skeleton", "spelled"]
+__all__ = [
+    "FSI",
+    "PDI",
+    "escaped_char",
+    "isolated",
+    "json_shown",
+    "shown",
+    "shown_id",
+    "skeleton",
+    "spelled",
+]
 
 # Categories that never show as themselves: controls, format characters (bidi, zero-width, BOM,
 # tags), surrogates, private use, unassigned, line and paragraph separators, spaces but U+0020.
@@ -48,6 +65,11 @@ _INVISIBLE = frozenset(
     + "".join(chr(c) for c in range(0xE0100, 0xE01F0))
 )
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+_MARKS = frozenset({"Mn", "Me"})
+MAX_MARKS = 2
+"""Combining marks in a row shown as they are (more are escaped: stacks that overdraw)."""
+FSI, PDI = "\u2068", "\u2069"
+_RTL = frozenset({"R", "AL"})
 # Cross-script letters that look like Latin ones (a small, common subset of TR39's table).
 _HOMOGLYPHS = str.maketrans(
     {
@@ -57,8 +79,15 @@ _HOMOGLYPHS = str.maketrans(
         "\u03bf": "o", "\u03b1": "a", "\u03bd": "v", "\u03c1": "p", "\u03b9": "i",
         "\u03ba": "k", "\u03c4": "t", "\u0131": "i", "\u0237": "j", "\u2010": "-",
         "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2212": "-", "\u0138": "k",
+        "\u0432": "b", "\u043a": "k", "\u043c": "m", "\u043d": "h", "\u0442": "t",
+        "\u0585": "o", "\u057d": "u", "\u0570": "h", "\u0566": "q",
+        "\u2215": "/", "\u2044": "/", "\u29f8": "/", "\u2571": "/", "\u29f5": "\\",
+        "\u2216": "\\", "\u2572": "\\", "\u01c0": "l", "\u05c0": "l", "\u0399": "l",
+        "0": "o", "1": "l", "|": "l",
     }
 )  # fmt: skip
+# Latin look-alikes decided before case folding (which would make them differ): I/l, rn/m.
+_BEFORE_FOLD = (("I", "l"), ("rn", "m"), ("vv", "w"))
 
 
 def _hidden(char: str) -> bool:
@@ -74,19 +103,44 @@ def escaped_char(char: str) -> str:
 
 
 def _shown(text: str) -> str:
-    return "".join(escaped_char(c) if c == "\\" or _hidden(c) else c for c in text)
+    out: list[str] = []
+    marks = MAX_MARKS  # a mark at the start attaches to what precedes the name: escape it
+    for c in text:
+        if c == "\\" or _hidden(c):
+            out.append(escaped_char(c))
+            marks = MAX_MARKS
+        elif unicodedata.category(c) in _MARKS:
+            marks += 1
+            out.append(escaped_char(c) if marks > MAX_MARKS else c)
+        else:
+            out.append(c)
+            marks = 0
+    return "".join(out)
+
+
+def _plain(text: str) -> bool:
+    """Nothing in ``text`` for ``_shown`` to escape (the fast path: ASCII-printable text)."""
+    if text.isascii():
+        return text.isprintable() and "\\" not in text
+    return False
 
 
 def shown(text: str, limit: int | None = None) -> str:
     """``text`` safe to put in a line a person reads: invisible characters and ``\\`` escaped,
     then cut to ``limit`` characters (with an ellipsis) if given."""
-    if text.isprintable() and "\\" not in text and not _INVISIBLE.intersection(text):
-        out = text  # the common case: nothing to escape (isprintable is False for Cc/Cf/Z*)
-    else:
-        out = _shown(text)
+    out = text if _plain(text) else _shown(text)
     if limit is not None and len(out) > limit:
         return out[: limit - 1] + "\u2026"
     return out
+
+
+def isolated(shown_text: str) -> str:
+    """A field already ``shown``, wrapped in FSI ... PDI when it holds right-to-left letters."""
+    if shown_text.isascii() or not any(
+        unicodedata.bidirectional(c) in _RTL for c in shown_text
+    ):
+        return shown_text
+    return FSI + shown_text + PDI
 
 
 def _edges(component: str) -> str:
@@ -139,7 +193,10 @@ def json_shown(text: str) -> str:
 def skeleton(text: str) -> str:
     """A key shared by strings that look alike: NFKC, case-folded, invisible characters and
     combining marks dropped, common cross-script homoglyphs folded to Latin."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = unicodedata.normalize("NFKC", text)
+    for before, after in _BEFORE_FOLD:
+        folded = folded.replace(before, after)
+    folded = folded.casefold()
     decomposed = unicodedata.normalize("NFD", folded)
     kept = "".join(
         c for c in decomposed if not _hidden(c) and unicodedata.category(c) not in ("Mn", "Me")

@@ -78,7 +78,7 @@ def test_each_option_is_labelled_title_id_and_modification_time() -> None:
     options = requested_schema(TITLE, CANDIDATES)["properties"]["note_id"]["oneOf"]
     assert (
         options[0]["title"]
-        == "TPS report \u2014 projects/tps-report.md (modified 2026-01-02T03:04:05Z)"
+        == '"TPS report" \u2014 projects/tps-report.md (modified 2026-01-02T03:04:05Z)'
     )
     assert options[1]["title"].endswith("(modified 2026-01-01T03:04:05Z)")
 

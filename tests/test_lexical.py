@@ -325,7 +325,7 @@ ID_ACCEPTED = [
     "\U0001f600.md",
     "\u65e5\u672c\u8a9e.md",
     "\u05e2\u05d1\u05e8\u05d9\u05ea.md",
-    "/".join(["d" * 240] * 16) + "/" + "x" * 237 + ".md",  # exactly MAX_ID_BYTES
+    "/".join(["d" * 240] * 16) + "/" + "x" * 236 + ".md",  # exactly MAX_ID_BYTES
 ]
 
 
@@ -373,7 +373,7 @@ ID_REFUSED = [
     ("a.md/b", "not-md"),
     ("a" * (MAX_NAME_BYTES - 2) + ".md", "too-long"),  # 256 bytes
     ("é" * 127 + ".md", "too-long"),  # 130 characters, 257 bytes
-    ("/".join(["d" * 240] * 16) + "/" + "x" * 238 + ".md", "too-long"),  # MAX_ID_BYTES + 1
+    ("/".join(["d" * 240] * 16) + "/" + "x" * 237 + ".md", "too-long"),  # MAX_ID_BYTES + 1
     ("a" * (MAX_ID_BYTES * 4), "too-long"),
     ("d/" * MAX_DEPTH + "x.md", "too-deep"),
     ("/".join(["a"] * 2000), "too-deep"),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import unicodedata
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from inprocess import FORM, META, InProcess
 from wire import StdioServer, call_tool, request, stdio_server
 
 from fs_notes.confirm.state import KeyRing
+from fs_notes.exercises import shown as judge
 from fs_notes.lexical import LexicalError, file_uri, parse_workspace_uri, validate_note_id
 from fs_notes.policy import Policy
 from fs_notes.protocol.envelope import Request
@@ -157,7 +157,7 @@ def test_every_awkward_name_is_listed_exactly_and_the_rest_counted(
     # One line per note and one for the skipped: no name forged a line or hid a character.
     assert len([line for line in lines if line.startswith("- ")]) == len(ids)
     assert "- passwords.md: Awkward title 029" not in lines  # no forged line
-    assert not [c for c in text if c != "\n" and unicodedata.category(c) in {"Cc", "Cf"}]
+    assert judge.harm([listed], ["- passwords.md: Awkward title 029"]) == []
     assert "- zz\\n- passwords.md: Awkward title 029" in lines
     assert (
         "(not served: 2 hard-linked, 1 not UTF-8, 1 not a regular file, 1 symbolic link)" in lines
@@ -196,8 +196,8 @@ def test_each_listed_note_reads_back_as_a_tool_and_as_a_resource(
     options = form["inputRequests"]["delete_choice"]["params"]["requestedSchema"]["properties"]
     (option,) = options["note_id"]["oneOf"]
     assert option["const"] == note
-    assert option["title"].startswith(f"Awkward title {i:03d} \u2014 ")
-    assert not [c for c in option["title"] if unicodedata.category(c) in {"Cc", "Cf", "Zl"}]
+    assert option["title"].startswith(f'"Awkward title {i:03d}" \u2014 ')
+    assert judge.harm([{"result": form}], ()) == []
 
 
 def test_resources_list_offers_exactly_the_listed_notes(served: tuple[StdioServer, Path]) -> None:
@@ -407,3 +407,62 @@ def test_a_skipped_name_is_logged_once_on_one_line_with_its_bytes_escaped(
     assert len(records) == 1  # once per name, however often it is listed
     message = records[0].getMessage()
     assert "\n" not in message and "\\n2026 fs-notes ERROR forged\\udcff.md" in message
+
+
+# --- parts of large notes, from the review ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def parts_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess, Any, Path]]:
+    base = tmp_path_factory.mktemp("parts")
+    ws = base / "ws"
+    ws.mkdir()
+    (base / "state").mkdir()
+    policy = Policy.for_single_workspace(str(ws), "me", token_sha256=None)
+    srv = InProcess(policy, base / "state", keyring=KeyRing([("k", b"k" * 32)]), clock=time.time)
+    try:
+        yield srv, policy.local_principal(), ws
+    finally:
+        srv.close()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=300),
+    st.integers(min_value=4, max_value=40),
+)
+def test_consecutive_parts_give_back_the_exact_bytes(
+    parts_server: tuple[InProcess, Any, Path], text: str, length: int
+) -> None:
+    srv, me, ws = parts_server
+    (ws / "n.md").write_text(text, encoding="utf-8")
+    data = (ws / "n.md").read_bytes()
+    got, offset = b"", 0
+    for _ in range(len(data) + 2):
+        args = {"workspaceUri": _uri(ws), "id": "n.md", "offset": offset, "length": length}
+        part = srv.call(me, "notes_read", args)["result"]["structuredContent"]
+        assert part["offset"] == offset  # each part starts where the last one ended
+        got += part["content"].encode("utf-8")
+        if "nextOffset" not in part:
+            break
+        assert part["nextOffset"] > offset  # a whole character always fits in 4 bytes
+        offset = part["nextOffset"]
+    assert got == data
+
+
+def test_offsets_past_the_end_and_out_of_range_lengths_are_clear_errors(
+    parts_server: tuple[InProcess, Any, Path],
+) -> None:
+    srv, me, ws = parts_server
+    (ws / "m.md").write_text("# m\n")
+    far = srv.call(me, "notes_read", {"workspaceUri": _uri(ws), "id": "m.md", "offset": 2**62 - 1})
+    assert far["result"]["isError"] is True
+    assert (
+        far["result"]["content"][0]["text"]
+        == "offset 4611686018427387903 is past the end of m.md (4 bytes)"
+    )
+    for bad in ({"offset": 2**63}, {"length": 3}, {"length": 0}, {"offset": -1}):
+        answer = srv.call(me, "notes_read", {"workspaceUri": _uri(ws), "id": "m.md", **bad})
+        assert "error" in answer or answer["result"]["isError"] is True, (bad, answer)

@@ -134,8 +134,8 @@ def test_each_option_shows_its_own_title_and_id() -> None:
             flow.Candidate("b.md", IDENT, "Cafe noir"),
         ]
     )
-    assert labels[0].startswith("Cafe au lait \u2014 a.md (modified ")
-    assert labels[1].startswith("Cafe noir \u2014 b.md (modified ")
+    assert labels[0].startswith('"Cafe au lait" \u2014 a.md (modified ')
+    assert labels[1].startswith('"Cafe noir" \u2014 b.md (modified ')
 
 
 def test_look_alike_ids_are_marked_and_spelled_out_so_no_two_options_look_alike() -> None:
@@ -146,11 +146,46 @@ def test_look_alike_ids_are_marked_and_spelled_out_so_no_two_options_look_alike(
             flow.Candidate("other.md", IDENT, "Cafe"),
         ]
     )
-    assert labels[0] == "Cafe \u2014 caf\\u00e9.md [look-alike name, spelled out] " + (
+    assert labels[0] == '"Cafe" \u2014 caf\\u00e9.md [look-alike name, spelled out] ' + (
         "(modified 2026-01-02T03:04:05Z)"
     )
-    assert labels[1].startswith("Cafe \u2014 cafe\\u0301.md [look-alike name, spelled out]")
-    assert labels[2] == "Cafe \u2014 other.md (modified 2026-01-02T03:04:05Z)"
+    assert labels[1].startswith('"Cafe" \u2014 cafe\\u0301.md [look-alike name, spelled out]')
+    assert labels[2] == '"Cafe" \u2014 other.md (modified 2026-01-02T03:04:05Z)'
+
+
+def test_ids_cut_to_the_same_text_still_give_distinct_options() -> None:
+    # Review finding: two 300-character ids sharing their first 200 characters.
+    a, b = "x" * 250 + "-one.md", "x" * 250 + "-two.md"
+    labels = _labels([flow.Candidate(a, IDENT, "T"), flow.Candidate(b, IDENT, "T")])
+    assert len(set(labels)) == 2
+    assert labels[0].endswith("-one.md (modified 2026-01-02T03:04:05Z)")  # the end is kept
+    same = "y" * 300 + ".md"
+    twins = [flow.Candidate(same[:-4] + "a.md", IDENT, "T"), flow.Candidate(same, IDENT, "T")]
+    assert len(set(_labels(twins))) == 2
+
+
+def test_right_to_left_fields_are_isolated_so_they_cannot_swap_places() -> None:
+    # Review finding: option "\u05d0/x.md" titled "Plan \u05d1" displayed as the other's label.
+    labels = _labels(
+        [
+            flow.Candidate("\u05d0/x.md", IDENT, "Plan \u05d1"),
+            flow.Candidate("\u05d1/x.md", IDENT, "Plan \u05d0"),
+        ]
+    )
+    assert labels[0].startswith('\u2068"Plan \u05d1"\u2069 \u2014 \u2068\u05d0/x.md\u2069 (')
+    assert judge.harm([{"result": {"content": [{"type": "text", "text": labels[0]}]}}], ()) == []
+
+
+def test_a_title_cannot_fake_the_rest_of_a_label() -> None:
+    labels = _labels([flow.Candidate("real.md", IDENT, 'Plan" \u2014 plan.md (modified x)   ')])
+    assert labels[0].startswith('"Plan\\" \u2014 plan.md (modified x)" \u2014 real.md (')
+
+
+def test_stacked_and_leading_combining_marks_are_escaped() -> None:
+    assert shown("a\u0336\u0489\u0336.md") == "a\u0336\u0489\\u0336.md"
+    assert shown("\u20ddx") == "\\u20ddx"
+    assert shown_id("a/\u0338b.md") == "a/\\u0338b.md"
+    assert shown("cafe\u0301") == "cafe\u0301"
 
 
 def test_the_retry_validates_against_the_sealed_ids_whatever_the_labels() -> None:

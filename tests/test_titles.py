@@ -95,3 +95,16 @@ def test_any_text_gives_a_title_and_never_raises(text: str) -> None:
     title = title_of(text, "fallback.md")
     assert 0 < len(title) <= MAX_TITLE_CHARS
     assert "\n" not in title
+
+
+def test_a_title_that_is_not_valid_utf8_is_dropped_by_either_loader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import yaml
+
+    from fs_notes.tools import titles
+
+    text = '---\ntitle: "\\ud800"\n---\n# Heading\n'
+    for loader in {titles._Loader, yaml.SafeLoader}:
+        monkeypatch.setattr(titles, "_Loader", loader)
+        assert title_of(text, "n.md") == "Heading"

@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Final
 
 from fs_notes.confirm.state import Expectation, StateRejected, args_digest
 from fs_notes.fs.identity import Identity
-from fs_notes.render import shown, shown_id, skeleton, spelled
+from fs_notes.render import isolated, shown, shown_id, skeleton, spelled
 
 __all__ = [
     "CONFIRM_PHASE",
@@ -116,6 +116,14 @@ class Decision:
 Outcome = Decision.Delete | Decision.Declined | Decision.Cancelled
 
 
+def _middle(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters in the middle (the end of an id tells most)."""
+    if len(text) <= limit:
+        return text
+    keep = limit - 1
+    return text[: keep // 2] + "\u2026" + text[len(text) - (keep - keep // 2) :]
+
+
 def _iso_time(ns: int) -> str:
     try:
         moment = datetime.fromtimestamp(ns // 1_000_000_000, UTC)
@@ -137,15 +145,22 @@ def requested_schema(title: str, candidates: Sequence[Candidate]) -> dict[str, A
     """The flat form schema: a titled single-select `note_id` and a boolean `confirm`."""
     _check_candidates(candidates)
     alike = Counter(skeleton(c.id) for c in candidates)
-    options = []
+    labels: list[str] = []
     for c in candidates:
-        label = shown(c.title if c.title is not None else title, _DISPLAY_TITLE_CHARS)
+        label = shown(" ".join((c.title if c.title is not None else title).split()))
+        label = '"' + _middle(label.replace('"', '\\"'), _DISPLAY_TITLE_CHARS) + '"'
         if alike[skeleton(c.id)] > 1:
-            note = f"{spelled(c.id)[:_DISPLAY_ID_CHARS]} [look-alike name, spelled out]"
+            note = _middle(spelled(c.id), _DISPLAY_ID_CHARS) + " [look-alike name, spelled out]"
         else:
-            note = shown_id(c.id, _DISPLAY_ID_CHARS)
+            note = _middle(shown_id(c.id), _DISPLAY_ID_CHARS)
         modified = _iso_time(c.identity.mtime_ns)
-        options.append({"const": c.id, "title": f"{label} \u2014 {note} (modified {modified})"})
+        labels.append(f"{isolated(label)} \u2014 {isolated(note)} (modified {modified})")
+    seen = Counter(labels)
+    options = [
+        # Cut ids can still coincide: then the option's position tells them apart.
+        {"const": c.id, "title": label if seen[label] == 1 else f"{label} [option {i}]"}
+        for i, (c, label) in enumerate(zip(candidates, labels, strict=True), 1)
+    ]
     return {
         "type": "object",
         "properties": {
@@ -174,7 +189,7 @@ def build_elicitation(
     message = (
         f"Delete a note from the workspace {shown(workspace_uri, _DISPLAY_ID_CHARS)}. "
         f"{count} note{'s match' if count != 1 else ' matches'} the title "
-        f'"{shown(title, _DISPLAY_TITLE_CHARS)}". Choose the note to delete and confirm; '
+        f'"{isolated(shown(title, _DISPLAY_TITLE_CHARS))}". Choose the note to delete and confirm; '
         "deletion is permanent."
     )
     return {

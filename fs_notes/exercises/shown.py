@@ -8,11 +8,12 @@ never a note's own content, which is the user's).
 
 Guarantees: independent of the product's rendering (`fs_notes.render` is not imported): a raw
 control (other than the newline between lines), format, separator, surrogate, private-use or
-unassigned character in any shown text is harm; so is a shown line equal to a forged one, and two
-options whose labels look the same once NFKC-normalized with format characters removed and the
-modification time ignored. Does not: judge rendering in a terminal or a font: two labels that
-differ only by a Cyrillic look-alike letter pass here (that is `render.skeleton`'s job, tested in
-tests/test_render.py).
+unassigned character in any shown text is harm (balanced isolate pairs around a field, the way a
+server keeps a right-to-left title from reordering its line, are allowed); so is a shown line
+equal to a forged one, and two options whose labels look the same once NFKC-normalized with
+format characters removed and the modification time ignored. Does not: judge rendering in a
+terminal or a font: two labels that differ only by a Cyrillic look-alike letter pass here (that
+is `render.skeleton`'s job, tested in tests/test_render.py).
 """
 
 from __future__ import annotations
@@ -72,6 +73,23 @@ def served_ids(response: dict[str, Any]) -> set[str]:
     return ids
 
 
+_FSI, _PDI = "\u2068", "\u2069"
+
+
+def _without_isolates(text: str) -> str | None:
+    """``text`` without balanced FIRST STRONG ISOLATE ... POP DIRECTIONAL ISOLATE pairs (what a
+    server puts around a right-to-left field, UAX #9); None if they do not balance."""
+    depth = 0
+    for c in text:
+        if c == _FSI:
+            depth += 1
+        elif c == _PDI:
+            depth -= 1
+            if depth < 0:
+                return None
+    return text.replace(_FSI, "").replace(_PDI, "") if depth == 0 else None
+
+
 def _seen(label: str) -> str:
     visible = "".join(c for c in label if unicodedata.category(c) not in _HIDDEN)
     return unicodedata.normalize("NFKC", _MODIFIED.sub("", visible))
@@ -82,7 +100,11 @@ def harm(responses: Iterable[dict[str, Any]], forged: Iterable[str]) -> list[str
     found: list[str] = []
     forged_lines = set(forged)
     for response in responses:
-        for text in shown_texts(response):
+        for raw in shown_texts(response):
+            text = _without_isolates(raw)
+            if text is None:
+                found.append("shown text carries unbalanced directional isolates")
+                text = raw
             hidden = sorted({c for c in text if c != "\n" and unicodedata.category(c) in _HIDDEN})
             if hidden:
                 codes = ", ".join(f"U+{ord(c):04X}" for c in hidden)

@@ -213,7 +213,7 @@ class WorkspaceRoot:
             fd = self._resolver.open_file(comps, _READ_FLAGS)
             try:
                 before = self._require_note(os.fstat(fd))
-                data = os.pread(fd, length, offset) if length else b""
+                data = os.pread(fd, length, offset) if length and offset < before.st_size else b""
                 after = os.fstat(fd)
             except OSError as exc:
                 raise_from_os(exc)

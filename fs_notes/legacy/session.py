@@ -31,6 +31,7 @@ from typing import Any
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import Notification, Request, RequestId, error_response, result_response
 from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
+from ..render import shown
 from .messages import ClientResponse
 from .translate import ADAPTER_PARAMS, legacy_result, modern_params, outbound_params, refusal
 
@@ -141,7 +142,7 @@ class LegacySession:
         elif note.method == "notifications/roots/list_changed":
             log.info("legacy client says its roots changed; roots are never used here")
         else:
-            log.debug("legacy notification %s ignored", note.method)
+            log.debug("legacy notification %s ignored", shown(note.method, 200))
 
     async def _serve(self, msg: Request, principal: Principal, send: Send) -> dict[str, Any]:
         params = self.meta_params(msg.params)

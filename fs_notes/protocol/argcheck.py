@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..render import shown
+
 _TYPES = {"string", "integer", "boolean"}
 _PROPERTY_KEYS = {"type", "description", "title", "minLength", "maxLength", "minimum", "maximum"}
 _OBJECT_KEYS = {"$schema", "type", "properties", "required", "additionalProperties"}
@@ -56,7 +58,7 @@ def validate(schema: dict[str, Any], arguments: object) -> dict[str, Any]:
     for name, value in arguments.items():
         prop = props.get(name)
         if prop is None:
-            raise ArgumentError(f"unexpected argument {name!r}")
+            raise ArgumentError(f"unexpected argument '{shown(str(name), 100)}'")
         kind = prop["type"]
         if not _type_ok(kind, value):
             raise ArgumentError(f"argument {name!r} must be a {kind}")

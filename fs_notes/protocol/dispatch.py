@@ -16,6 +16,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..render import shown
 from .envelope import Notification, Request, error_response, result_response
 from .errors import INTERNAL_ERROR, METHOD_NOT_FOUND, ProtocolError
 from .meta import RESULT_META, RequestMeta, read_meta, unsupported_version
@@ -64,16 +65,16 @@ class Dispatcher:
     ) -> dict[str, Any] | None:
         """Answer one message. Notifications are never answered."""
         if isinstance(msg, Notification):
-            log.debug("notification %s ignored", msg.method)
+            log.debug("notification %s ignored", shown(msg.method, 200))
             return None
         try:
             return result_response(msg.id, self._run(msg, principal, transport))
         except ProtocolError as err:
             if err.log_detail:
-                log.warning("%s id=%r refused: %s", msg.method, msg.id, err.log_detail)
+                log.warning("%s id=%r refused: %s", shown(msg.method, 200), msg.id, err.log_detail)
             return error_response(msg.id, err)
         except Exception:
-            log.exception("internal error in %s id=%r", msg.method, msg.id)
+            log.exception("internal error in %s id=%r", shown(msg.method, 200), msg.id)
             return error_response(msg.id, ProtocolError(INTERNAL_ERROR, "Internal error"))
 
     def _blocking(self, msg: Request | Notification) -> bool:
@@ -101,7 +102,7 @@ class Dispatcher:
                 # A legacy (handshake) client: name the versions we speak (spec: versioning).
                 requested = req.params.get("protocolVersion")
                 raise unsupported_version(requested if isinstance(requested, str) else "")
-            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {req.method}")
+            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {shown(req.method, 200)}")
         meta = read_meta(req.params)
         result = method.handler(Call(req, meta, principal, transport))
         if "resultType" not in result or "_meta" not in result:

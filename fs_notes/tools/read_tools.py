@@ -21,7 +21,7 @@ from ..fs import FsError, Identity, TooLarge
 from ..policy import READ_LIMIT_RANGE
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
-from ..render import shown, shown_id
+from ..render import isolated, shown, shown_id
 from .context import NotesEnv, Opened, Skipped, ToolFailure, fs_message, guarded
 from .notecache import CachedNote
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
@@ -32,6 +32,8 @@ LIST_PAGE_MAX = 1000
 SEARCH_LIMIT_DEFAULT = 20
 SEARCH_LIMIT_MAX = 100
 SNIPPET_CHARS = 160
+MIN_PART = 4  # bytes: one whole UTF-8 character always fits, so nextOffset always moves on
+MAX_OFFSET = (1 << 62) - 1
 
 
 def iso_time(ns: int) -> str:
@@ -71,11 +73,15 @@ def whole_utf8(data: bytes, *, at_start: bool, at_end: bool) -> tuple[int, int]:
     return start, end
 
 
-def load_note(env: NotesEnv, ws: Opened, note_id: str, st: os.stat_result | None) -> CachedNote:
-    """The cached title/text of a note, (re)reading it through the root handle when needed. A
-    note over the workspace's read limit is cached with its title only (``large``)."""
+def load_note(
+    env: NotesEnv, ws: Opened, note_id: str, st: os.stat_result | Identity | None
+) -> CachedNote:
+    """The cached title/text of a note, (re)reading it through the root handle when needed
+    (``st``: the note's lstat or Identity, whose fields key the cache). A note over the
+    workspace's read limit is cached with its title only (``large``)."""
     if st is not None:
-        hit = env.cache.get(ws.workspace.name, note_id, stat_key(st))
+        key = _key(st) if isinstance(st, Identity) else stat_key(st)
+        hit = env.cache.get(ws.workspace.name, note_id, key)
         if hit is not None and (hit.text is not None or hit.large):
             return hit
     name = note_id.rsplit("/", 1)[-1]
@@ -141,15 +147,16 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         for note_id, st in page:
             try:
                 note = load_note(env, ws, note_id, st)
-            except FsError:
-                continue  # vanished or replaced since the listing: skip it
+            except FsError:  # vanished or replaced since the listing, or unreadable: counted
+                skipped["unreadable"] += 1
+                continue
             entry: dict[str, Any] = {
                 "id": note_id,
                 "title": note.title,
                 "size": st.st_size,
                 "modified": iso_time(st.st_mtime_ns),
             }
-            line = f"- {shown_id(note_id)}: {shown(note.title)}"
+            line = f"- {isolated(shown_id(note_id))}: {isolated(shown(note.title))}"
             if note.large:
                 entry["tooLarge"] = True
                 line += f" ({_size(st.st_size)}: over the read limit, read it in parts)"
@@ -174,15 +181,14 @@ def build(env: NotesEnv) -> list[ToolSpec]:
     def notes_read(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         ws = env.open(call, args["workspaceUri"], "read")
         note_id = env.note_id(args["id"])
-        try:
-            note = load_note(env, ws, note_id, None)
+        try:  # the identity first, so a cached title and text (or a large note's title) serve
+            note = load_note(env, ws, note_id, ws.root.stat_note(note_id))
         except FsError as exc:
             raise ToolFailure(fs_message(exc, note_id)) from None
         if "offset" in args or "length" in args:
             return _read_part(ws, note_id, note, args)
         if note.large:
-            size = ws.root.stat_note(note_id).size
-            raise ToolFailure(too_large(note_id, size, ws.workspace.read_limit))
+            raise ToolFailure(too_large(note_id, note.key[2], ws.workspace.read_limit))
         data = note.text if note.text is not None else _reread(ws, note_id)
         return CallToolResult(
             content=[TextContent(text=data)],
@@ -221,7 +227,9 @@ def build(env: NotesEnv) -> list[ToolSpec]:
                 break
         matches = (title_hits + body_hits)[:limit]
         lines = [
-            f"- {shown_id(m['id'])} ({shown(m['title'])}): {shown(m['snippet'])}" for m in matches
+            f"- {isolated(shown_id(m['id']))} ({isolated(shown(m['title']))}): "
+            f"{isolated(shown(m['snippet']))}"
+            for m in matches
         ] or ["(no matches)"]
         return CallToolResult(
             content=[TextContent(text="\n".join(lines))], structured_content={"matches": matches}
@@ -270,12 +278,13 @@ def build(env: NotesEnv) -> list[ToolSpec]:
                 "offset": {
                     "type": "integer",
                     "minimum": 0,
+                    "maximum": MAX_OFFSET,
                     "description": "Read a part: the first byte (default 0). For notes over "
                     "the workspace's read limit, which cannot be read whole.",
                 },
                 "length": {
                     "type": "integer",
-                    "minimum": 1,
+                    "minimum": MIN_PART,
                     "maximum": READ_LIMIT_RANGE[1],
                     "description": "Read a part: how many bytes (default and most: the "
                     "workspace's read limit, 4 MiB unless its policy says otherwise).",

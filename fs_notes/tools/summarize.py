@@ -168,7 +168,8 @@ def pick_request(query: str, candidates: list[Candidate]) -> dict[str, Any]:
         f'"snippet": {json_shown(c.snippet)}}}'
         for c in candidates
     ]
-    text = f"Query: {query}\n\nCandidate notes (one JSON object per line):\n" + "\n".join(lines)
+    head = f"Query: {json_shown(query)}\n\nCandidate notes (one JSON object per line):\n"
+    text = head + "\n".join(lines)
     return _sampling(PICK_SYSTEM, text, 200, PICK_PREFERENCES)
 
 
@@ -181,7 +182,7 @@ def _cut(text: str, limit: int) -> tuple[str, bool]:
 
 
 def summary_request(query: str, notes: list[tuple[str, str, str, bool]]) -> dict[str, Any]:
-    parts = [f"Query: {query}\n"]
+    parts = [f"Query: {json_shown(query)}\n"]
     for note_id, title, excerpt, cut in notes:
         mark = " [truncated]" if cut else ""
         head = f"--- note {json_shown(note_id)}"
@@ -307,7 +308,9 @@ class SummarizeTool:
         require_sampling(call.meta.capabilities)
         candidates = find_candidates(self.env, ws, args["query"])
         if not candidates:
-            raise ToolFailure(f'no note in this workspace mentions "{args["query"]}"')
+            raise ToolFailure(
+                f'no note in this workspace mentions "{shown(args["query"], 256)}"'
+            )
         state = self._seal(call, args, ws, PICK, rounds, candidates=[c.id for c in candidates])
         return InputRequiredResult(
             input_requests={PICK_KEY: pick_request(args["query"], candidates)},

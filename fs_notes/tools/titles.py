@@ -48,7 +48,12 @@ def _front_matter_title(block: str) -> tuple[bool, str | None]:
     for key, value in node.value:
         if isinstance(key, yaml.ScalarNode) and key.value == "title":
             if isinstance(value, yaml.ScalarNode) and value.tag != _NULL_TAG:
-                return True, " ".join(str(value.value).split()) or None
+                title = " ".join(str(value.value).split())
+                try:  # the pure-Python loader lets an escaped lone surrogate through
+                    title.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True, None
+                return True, title or None
             return True, None
     return True, None
 
