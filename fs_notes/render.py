@@ -157,7 +157,10 @@ def _edges(component: str) -> str:
 def shown_id(note_id: str, limit: int | None = None) -> str:
     """A note id (or folder) safe to show: ``shown`` per component, with spaces at either end of
     a component escaped too."""
-    out = "/".join(_edges(shown(part)) for part in note_id.split("/"))
+    if _plain(note_id) and " " not in note_id:
+        out = note_id  # the common case: printable ASCII without a space to mark
+    else:
+        out = "/".join(_edges(shown(part)) for part in note_id.split("/"))
     if limit is not None and len(out) > limit:
         return out[: limit - 1] + "\u2026"
     return out
