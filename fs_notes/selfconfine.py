@@ -20,6 +20,11 @@ Guarantees, when `confine_server` returns a report with `enforced=True`:
 - Any failure on a host whose kernel has Landlock raises `SelfConfinementFailed`; `serve` then
   refuses to start (the operator can pass --no-self-confine). A kernel without Landlock (or the
   test switch FS_NOTES_HIDE_LANDLOCK=1) gives `enforced=False` with the reason.
+- With or without Landlock, the server then loads its system-call filter (sandbox/seccomp.py,
+  profile "server", or "server-chroot" when the chroot workers will need chroot and unshare):
+  no mode, owner, time or attribute change, link, node, mount, namespace, ptrace, keyring or bpf
+  call succeeds in it or in anything it starts. A filter that cannot be loaded is a
+  `SelfConfinementFailed` too (refuse to start).
 
 Does not (docs/self-confinement.md has the reasoning):
 - Restrict files that were open before it (workspace roots, the replay database's connection,
@@ -41,13 +46,14 @@ import os
 import struct
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sandbox import landlock_abi as ll
 from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
 from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 from sandbox.process import CAP_NET_BIND_SERVICE, CAP_SETPCAP
+from sandbox.seccomp import Profile
 
 from .policy import Policy
 
@@ -120,10 +126,12 @@ class SelfConfinement:
     grants: tuple[Grant, ...] = field(default=())
     bind_ports: tuple[int, ...] = ()
     effective_caps: int | None = None  # what was left of the capabilities
+    seccomp: dict[str, Any] | None = None  # sandbox.seccomp.Installed.to_json(), when loaded
 
     def to_json(self) -> dict[str, Any]:
         return {
             "enforced": self.enforced,
+            "seccomp": self.seccomp,
             "abi": self.abi,
             "reason": self.reason,
             "rules": [
@@ -379,11 +387,33 @@ def confine_server(
     port_file: str | None = None,
 ) -> SelfConfinement:
     """Confine the server now (one thread only) if the kernel has Landlock; see the docstring."""
+    from sandbox import seccomp
+
+    seccomp.available()  # load libseccomp now: finding it runs ldconfig, which Landlock forbids
     reason = unavailable_reason()
-    if reason is not None:
-        return SelfConfinement(False, None, reason)
+    if reason is not None:  # no Landlock: the chroot workers need chroot/unshare from us
+        return replace(SelfConfinement(False, None, reason), seccomp=_filter("server-chroot"))
     plan = build_plan(policy, replay_db=replay_db, http_port=http_port, port_file=port_file)
     done = apply(plan)
     for g in done.grants:
         log.debug("self-confinement rule: %s %s (%s)", g.path, ll.describe_fs(g.rights), g.why)
-    return done
+    return replace(done, seccomp=_filter("server"))
+
+
+def _filter(profile: Profile) -> dict[str, Any]:
+    """The server's system-call filter (sandbox/seccomp.py), loaded while it has one thread, so
+    every thread and worker inherits it. SelfConfinementFailed if it cannot be loaded."""
+    import threading
+
+    from sandbox import seccomp
+    from sandbox.process import thread_count
+
+    if threading.active_count() != 1 or thread_count() != 1:
+        raise SelfConfinementFailed("refusing to filter a multi-threaded process")
+    try:
+        installed = seccomp.install(profile)
+    except (seccomp.SeccompUnavailable, OSError) as exc:
+        raise SelfConfinementFailed(f"the system-call filter cannot be loaded: {exc}") from None
+    if seccomp.status() != 2:
+        raise SelfConfinementFailed("the system-call filter was loaded but is not in force")
+    return installed.to_json()

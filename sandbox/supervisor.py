@@ -27,6 +27,7 @@ call, make policy decisions (who may delete what: upstream), or choose the mode
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import socket
 import subprocess
@@ -41,6 +42,7 @@ from typing import Any, Literal, NoReturn
 import fs_notes.fs.errors as fs_errors
 from fs_notes.fs.identity import Identity
 from sandbox import landlock_abi as ll
+from sandbox import seccomp
 from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
 from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 from sandbox.errors import ConfinementError, OsRefused, WorkerFailed
@@ -69,13 +71,46 @@ Kind = Literal["delete", "write"]
 Mode = Literal["landlock", "chroot", "none"]
 
 # The worker runs isolated (-I: no environment variables, no user site, no cwd on sys.path) and
-# without site (-S: it needs nothing from site-packages, and starts faster); the directory
-# holding this package is put on sys.path explicitly.
+# without site (-S: it needs nothing else from site-packages, and starts faster); the directory
+# holding this package is put on sys.path explicitly, and the one module it needs from
+# site-packages, the libseccomp binding, is loaded from its file (site-packages stays off the
+# path). The binding finds its C libraries with ctypes.util.find_library, which runs ldconfig:
+# a worker started by a confined server may not run programs, so it is told the paths this
+# process has mapped.
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
-_BOOTSTRAP = (
-    f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
-    "from sandbox.worker import main; sys.exit(main())"
-)
+
+
+def _mapped_libraries() -> dict[str, str]:
+    """The files of libc and libseccomp as this process has them mapped (after loading them)."""
+    seccomp.available()
+    found: dict[str, str] = {}
+    with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8") as maps:
+        for line in maps:
+            path = line.split(maxsplit=5)[-1].strip() if line.count(" ") >= 5 else ""
+            name = os.path.basename(path)
+            for lib, stem in (("c", "libc.so"), ("seccomp", "libseccomp.so")):
+                if name.startswith(stem) and lib not in found:
+                    found[lib] = path
+    return found
+
+
+def _bootstrap() -> str:
+    spec = importlib.util.find_spec("pyseccomp")
+    load = ""
+    if spec is not None and spec.origin is not None:
+        load = (
+            "import ctypes.util, importlib.util as u; "
+            f"ctypes.util.find_library = {_mapped_libraries()!r}.get; "
+            f"s = u.spec_from_file_location('pyseccomp', {spec.origin!r}); "
+            "m = u.module_from_spec(s); sys.modules['pyseccomp'] = m; s.loader.exec_module(m); "
+        )
+    return (
+        f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); {load}"
+        "from sandbox.worker import main; sys.exit(main())"
+    )
+
+
+_BOOTSTRAP = _bootstrap()
 _REQUIRED_RIGHTS = {"delete": DELETE_RIGHTS, "write": WRITE_RIGHTS}
 
 
@@ -226,8 +261,16 @@ class ConfinedWorker:
         ]
         caps = KEPT_CAPABILITIES | (WRITE_EXTRA_CAPABILITIES if self.kind == "write" else set())
         caps_mask = sum(1 << c for c in caps)
+        conf = hello.get("confinement")
+        if self.mode != "none":  # the system-call filter of this kind, loaded and counted
+            filt = conf.get("seccomp") if isinstance(conf, dict) else None
+            checks.append(
+                isinstance(filt, dict)
+                and filt.get("profile") == self.kind
+                and isinstance(filt.get("denied"), int)
+                and filt["denied"] > 0
+            )
         if self.mode == "landlock":
-            conf = hello.get("confinement")
             checks.append(
                 isinstance(conf, dict)
                 and isinstance(conf.get("abi"), int)

@@ -8,7 +8,10 @@ to the supervisor), (4) checked it is single-threaded, and (5) applied its mode:
 the rights its kind needs, beneath the workspace; every other fs right, TCP, signals and abstract
 unix sockets to outside its domain denied; capabilities cut to those the chroot worker keeps),
 "chroot" (`sandbox.chroot`), or "none" (no_new_privs
-only; upstream allows it only with the operator's explicit --allow-unconfined). If any step fails
+only; upstream allows it only with the operator's explicit --allow-unconfined), then (6) loaded
+its system-call filter (`sandbox.seccomp`, profile "delete" or "write": no mode, owner, time or
+attribute change, link, node, mount, namespace, ptrace, exec or socket; required in a confined
+mode). If any step fails
 it reports `ConfinementError` and exits: it never serves unconfined in a confined mode. Then it
 serves one request at a time (the binary frames of `sandbox.protocol`), each resolved by
 `fs_notes.fs.WorkspaceRoot`, and exits on EOF, when the supervisor's end is gone, or on a frame
@@ -40,7 +43,7 @@ import fs_notes.fs.errors as fs_errors
 from fs_notes.fs import WorkspaceRoot
 from fs_notes.fs.errors import FsError
 from fs_notes.fs.identity import Identity
-from sandbox import landlock_abi, process
+from sandbox import landlock_abi, process, seccomp
 from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES, enter_chroot
 from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS, confine
 from sandbox.errors import ConfinementError
@@ -96,9 +99,24 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def _import_everything() -> None:
-    """Import the filesystem layer and all its submodules now, while imports still work."""
+    """Import the filesystem layer and all its submodules now, while imports still work (and
+    libseccomp, which is loaded when its binding is imported)."""
     for info in pkgutil.walk_packages(fs_notes.fs.__path__, "fs_notes.fs."):
         importlib.import_module(info.name)
+    seccomp.available()
+
+
+def _filter(mode: str, kind: str) -> dict[str, Any] | None:
+    """This worker's system-call filter, after its mode: required in a confined mode."""
+    try:
+        installed = seccomp.install("delete" if kind == "delete" else "write")
+    except (seccomp.SeccompUnavailable, OSError) as exc:
+        if mode == "none":
+            return None  # unconfined by the operator's choice: a filter where one can be had
+        raise ConfinementError(f"the system-call filter cannot be loaded: {exc}") from None
+    if seccomp.status() != 2:
+        raise ConfinementError("the system-call filter was loaded but is not in force")
+    return installed.to_json()
 
 
 def _confine(mode: str, kind: str, workspace_fd: int) -> dict[str, Any]:
@@ -133,7 +151,10 @@ def _prepare(args: argparse.Namespace) -> tuple[_State, dict[str, Any]]:
     if threading.active_count() != 1 or process.thread_count() != 1:
         raise ConfinementError("worker is not single-threaded")
     root = WorkspaceRoot.from_fd(os.dup(args.workspace_fd), resolver="auto", symlinks=args.symlinks)
+    if args.kind == "write":
+        os.umask(0)  # an update's temp file is created with the note's own mode (no fchmod)
     report = _confine(args.mode, args.kind, args.workspace_fd)
+    report["seccomp"] = _filter(args.mode, args.kind)
     hello = {
         "pid": os.getpid(),
         "kind": args.kind,

@@ -672,6 +672,8 @@ def _good_hello(mode: Mode) -> dict[str, object]:
         }
     if mode == "chroot":
         confinement = {"effective_caps": 0b1010}
+    if mode != "none":
+        confinement["seccomp"] = {"profile": "delete", "denied": 80, "unknown": []}
     return {
         "pid": 42,
         "kind": "delete",
@@ -694,6 +696,10 @@ TAMPERED: list[tuple[Mode, str, object]] = [
     ("landlock", "scoped", 0),
     ("landlock", "effective_caps", 0x1FFFFFFFFFF),  # kept every capability of root
     ("chroot", "effective_caps", 0x1FFFFFFFFFF),
+    ("landlock", "seccomp", None),  # no system-call filter
+    ("chroot", "seccomp", None),
+    ("landlock", "seccomp", {"profile": "write", "denied": 80, "unknown": []}),  # another kind's
+    ("chroot", "seccomp", {"profile": "delete", "denied": 0, "unknown": []}),  # an empty filter
 ]
 
 

@@ -87,11 +87,11 @@ def create_in(parent: int, name: str, data: bytes) -> Identity:
     return Identity.of(st)
 
 
-def open_temp(parent: int) -> tuple[int, str]:
+def open_temp(parent: int, mode: int = 0o600) -> tuple[int, str]:
     for _ in range(8):
         name = TMP_PREFIX + secrets.token_hex(8)
         try:
-            return os.open(name, _NEW_FILE_FLAGS, 0o600, dir_fd=parent), name
+            return os.open(name, _NEW_FILE_FLAGS, mode, dir_fd=parent), name
         except FileExistsError:
             continue
         except OSError as exc:
@@ -100,12 +100,17 @@ def open_temp(parent: int) -> tuple[int, str]:
 
 
 def replace_in(parent: int, name: str, data: bytes, old: NoteStat) -> Identity:
-    fd, tmp = open_temp(parent)
+    mode = stat.S_IMODE(old.st_mode) & 0o777
+    fd, tmp = open_temp(parent, mode)  # the note's mode from the start (less the umask)
     renamed = False
     try:
         write_all(fd, data)
-        os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
         mine = os.fstat(fd)
+        if stat.S_IMODE(mine.st_mode) != mode:
+            # A umask took bits away; a system-call filter may refuse fchmod (the workers set
+            # umask 0 instead): the note then keeps the narrower mode, never a wider one.
+            with contextlib.suppress(PermissionError):
+                os.fchmod(fd, mode)
         if (mine.st_uid, mine.st_gid) != (old.st_uid, old.st_gid):
             # Not root: the note becomes ours, as with any editor's save.
             with contextlib.suppress(PermissionError):
