@@ -9,6 +9,8 @@ openat2 by a real call; chroot by trying it in a child. What it reports is what 
 - `self_confinement` is true exactly when the probe saw Landlock enforced: then `serve` confines
   itself at start-up or refuses to start (fs_notes/selfconfine.py), never runs unconfined
   silently. With FS_NOTES_HIDE_LANDLOCK=1 (the test switch) both report the fallback.
+- `seccomp` says whether the system-call filter can be loaded here (sandbox/seccomp.py), the
+  profile the server would load and what each profile refuses.
 Does not: know a policy (a workspace may require a stronger layer than the host has: serve then
 refuses that workspace), or predict a self-confinement failure caused by serve's own options.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sandbox import seccomp
 from sandbox.errors import NoEnforceableLayer
 from sandbox.probe import probe, select_mode
 
@@ -34,6 +37,14 @@ def report(*, allow_unconfined: bool = False) -> dict[str, Any]:
     out["self_confinement"] = host.landlock_enforced
     if not host.landlock_enforced:
         out["self_confinement_reason"] = host.landlock_reason
+    why = seccomp.available()
+    out["seccomp"] = {
+        "available": why is None,
+        "reason": why,
+        # what serve loads (unless --no-self-confine) and what each worker loads
+        "server_profile": "server" if host.landlock_enforced else "server-chroot",
+        "denied": {p: sorted(seccomp.denied_for(p)) for p in seccomp.PROFILES},
+    }
     return out
 
 
@@ -51,4 +62,10 @@ def check(*, as_json: bool) -> int:
     print(f"deletion confinement:  {data['deletion_confinement']}{refused}")
     print(f"write confinement:     {data['write_confinement']}{refused}")
     print(f"self-confinement:      {'yes (Landlock)' if data['self_confinement'] else 'no'}")
+    sc = data["seccomp"]
+    counts = ", ".join(f"{p} {len(names)}" for p, names in sc["denied"].items())
+    if sc["available"]:
+        print(f"system-call filter:    yes (calls refused: {counts})")
+    else:
+        print(f"system-call filter:    no ({sc['reason']}): serve refuses to start confined")
     return 0

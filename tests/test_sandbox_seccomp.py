@@ -1,0 +1,267 @@
+"""The OS layer against a truly compromised process (issue 12): attacker code that runs after the
+server confined itself exactly as `serve` does, or after a worker's own confinement, tries what
+Landlock does not mediate: mode, owner, times, extended attributes, links, device nodes, mounts,
+namespaces, ptrace, keyrings, bpf.
+
+Every attack runs in a child process (filters cannot be removed) with its positive control: the
+same call on a scratch file succeeds in the same child just before confinement. Every outside
+file is compared afterwards from this process: mode, owner, times and extended attributes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from wire import REPO, child_env
+
+from sandbox import seccomp
+from sandbox.testing import requirement
+
+ATTACKS = """
+import ctypes, errno, json, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+
+def attempt(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+
+def c_call(fn, *args):
+    def run():
+        if fn(*args) == -1:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    return run
+
+def attacks(target, scratch, victim_pid):
+    t = target.encode()
+    return {
+        "chmod": lambda: os.chmod(target, 0o4777),
+        "fchmod": lambda: os.fchmod(os.open(target, os.O_RDONLY), 0o4777),
+        "chown": lambda: os.chown(target, 65534, 65534),
+        "fchown": lambda: os.fchown(os.open(target, os.O_RDONLY), 65534, 65534),
+        "utime": lambda: os.utime(target, (0, 0)),
+        "setxattr": lambda: os.setxattr(target, "user.pwned", b"1"),
+        "removexattr": lambda: os.removexattr(target, "user.keep"),
+        "link": lambda: os.link(target, scratch + ".hard"),
+        "symlink": lambda: os.symlink(target, scratch + ".sym"),
+        "mknod": lambda: os.mknod(scratch + ".node"),
+        "mount": c_call(libc.mount, b"none", t, b"tmpfs", 0, None),
+        "unshare": c_call(libc.unshare, 0x00020000),  # CLONE_NEWNS
+        "ptrace": c_call(libc.ptrace, 16, victim_pid, 0, 0),  # PTRACE_ATTACH
+        "keyctl": c_call(libc.syscall, 250, 0, 0, 0, 0),  # keyctl(KEYCTL_GET_KEYRING_ID)
+        "bpf": c_call(libc.syscall, 321, 0, 0, 0),
+    }
+"""
+
+# Calls the control cannot make on a plain file as root here, or that cannot be undone in the
+# control itself; each is still expected to be refused afterwards.
+NO_CONTROL = {"mount", "unshare", "ptrace", "keyctl", "bpf", "fchmod", "fchown", "removexattr"}
+
+
+def _run(body: str, *args: str) -> dict[str, Any]:
+    code = ATTACKS + textwrap.dedent(body)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=child_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    return result
+
+
+def _state(path: Path) -> tuple[Any, ...]:
+    st = os.lstat(path)
+    return (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, st.st_atime_ns, os.listxattr(path))
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> tuple[Path, Path, Path]:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "note.md").write_text("# Note\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.md"
+    secret.write_text("secret\n")
+    os.chmod(secret, 0o600)
+    os.setxattr(secret, "user.keep", b"1")
+    return ws, outside, secret
+
+
+@pytest.fixture
+def victim() -> Any:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _require_landlock() -> None:
+    verdict, why = requirement("landlock")
+    if verdict == "fail":
+        pytest.fail(why)
+    if verdict in ("skip", "hidden"):
+        pytest.skip(why)
+
+
+def _require_seccomp() -> None:
+    why = seccomp.available()
+    if why is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+SERVER = """
+from fs_notes.policy import Policy
+from fs_notes.selfconfine import confine_server
+ws, secret, scratch_dir, pid = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+control = {}
+for name, fn in attacks(scratch_dir + "/control", scratch_dir + "/control", pid).items():
+    open(scratch_dir + "/control", "a").close()
+    os.setxattr(scratch_dir + "/control", "user.keep", b"1")
+    control[name] = attempt(fn)
+    for extra in (".hard", ".sym", ".node"):
+        if os.path.lexists(scratch_dir + "/control" + extra):
+            os.unlink(scratch_dir + "/control" + extra)
+done = confine_server(Policy.for_single_workspace(ws, "me", token_sha256=None), replay_db=None)
+after = {name: attempt(fn) for name, fn in attacks(secret, ws + "/planted", pid).items()}
+inside = {name: attempt(fn) for name, fn in attacks(ws + "/note.md", ws + "/planted", pid).items()}
+print(json.dumps({"control": control, "after": after, "inside": inside,
+                  "seccomp": done.seccomp, "landlock": done.enforced}))
+"""
+
+
+def test_a_compromised_server_changes_nothing_outside_after_confinement(
+    tmp_path: Path, layout: tuple[Path, Path, Path], victim: Any
+) -> None:
+    _require_landlock()
+    _require_seccomp()
+    ws, _, secret = layout
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    before = _state(secret)
+    result = _run(SERVER, str(ws), str(secret), str(scratch), str(victim.pid))
+    assert result["landlock"] is True and result["seccomp"]["profile"] == "server"
+    for name, outcome in result["control"].items():
+        if name not in NO_CONTROL:
+            assert outcome == "ok", (name, result["control"])  # the attack works unconfined
+    # Landlock refuses the fd forms at open (EACCES); seccomp refuses everything else (EPERM).
+    assert result["after"] == {
+        "chmod": "EPERM", "fchmod": "EACCES", "chown": "EPERM", "fchown": "EACCES",
+        "utime": "EPERM", "setxattr": "EPERM", "removexattr": "EPERM", "link": "EPERM",
+        "symlink": "EPERM", "mknod": "EPERM", "mount": "EPERM", "unshare": "EPERM",
+        "ptrace": "EPERM", "keyctl": "EPERM", "bpf": "EPERM",
+    }  # fmt: skip
+    # Inside its own workspace the metadata calls are refused just the same (nothing needs them).
+    assert {k: v for k, v in result["inside"].items() if k not in ("fchmod", "fchown")} == {
+        k: "EPERM" for k in result["inside"] if k not in ("fchmod", "fchown")
+    }
+    assert _state(secret) == before
+    assert sorted(os.listdir(ws)) == ["note.md"]
+
+
+WORKER = """
+import argparse, socket
+from sandbox import worker
+ws, secret, mode, kind, pid = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+scratch = sys.argv[6]
+control = {}
+for name, fn in attacks(scratch + "/control", scratch + "/control", pid).items():
+    open(scratch + "/control", "a").close()
+    os.setxattr(scratch + "/control", "user.keep", b"1")
+    control[name] = attempt(fn)
+    for extra in (".hard", ".sym", ".node"):
+        if os.path.lexists(scratch + "/control" + extra):
+            os.unlink(scratch + "/control" + extra)
+parent, child = socket.socketpair()
+fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+args = argparse.Namespace(kind=kind, mode=mode, workspace_fd=fd, channel_fd=child.fileno(),
+                          symlinks="deny", debug_ops=False, keep_fd=[parent.fileno()])
+state, hello = worker._prepare(args)  # exactly the worker's own confinement, then: the attacker
+after = {name: attempt(fn) for name, fn in attacks(secret, "planted", pid).items()}
+after["socket"] = attempt(lambda: socket.socket())
+after["exec"] = attempt(lambda: os.execv("/bin/true", ["true"]))
+print(json.dumps({"control": control, "after": after, "hello": hello}))
+"""
+
+
+@pytest.mark.parametrize("kind", ["delete", "write"])
+@pytest.mark.parametrize("mode", ["landlock", "chroot"])
+def test_a_compromised_worker_changes_nothing_outside_after_its_confinement(
+    tmp_path: Path, layout: tuple[Path, Path, Path], victim: Any, mode: str, kind: str
+) -> None:
+    if mode == "landlock":
+        _require_landlock()
+    _require_seccomp()
+    ws, _, secret = layout
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    before = _state(secret)
+    result = _run(WORKER, str(ws), str(secret), mode, kind, str(victim.pid), str(scratch))
+    assert result["hello"]["confinement"]["seccomp"]["profile"] == kind
+    for name, outcome in result["control"].items():
+        if name not in NO_CONTROL:
+            assert outcome == "ok", (name, result["control"])
+    after = result["after"]
+    # In a chroot, the outside path names nothing (ENOENT) where seccomp does not answer first.
+    refused = ("chmod", "chown", "utime", "setxattr", "removexattr", "link", "symlink", "mknod")
+    refused += ("mount", "unshare", "ptrace", "keyctl", "bpf", "socket", "exec")
+    for name in refused:
+        assert after[name] == "EPERM", (name, after)
+    assert after["fchmod"] in ("EACCES", "ENOENT", "EPERM")  # cannot even be opened
+    assert _state(secret) == before
+    assert sorted(os.listdir(ws)) == ["note.md"]
+
+
+PROFILE = """
+from sandbox import seccomp
+profile, scratch = sys.argv[1], sys.argv[2]
+open(scratch, "w").close()
+control = attempt(lambda: os.chmod(scratch, 0o600))
+installed = seccomp.install(profile)
+print(json.dumps({"control": control, "installed": installed.to_json(),
+                  "status": seccomp.status(),
+                  "chmod": attempt(lambda: os.chmod(scratch, 0o644)),
+                  "clone": attempt(c_call(libc.unshare, 0x10000000)),  # CLONE_NEWUSER
+                  "fork": attempt(lambda: os.waitpid(os.fork() or os._exit(0), 0)),
+                  "rename": attempt(lambda: os.rename(scratch, scratch + ".2"))}))
+"""
+
+
+@pytest.mark.parametrize("profile", seccomp.PROFILES)
+def test_each_profile_refuses_its_list_and_still_lets_the_process_work(
+    tmp_path: Path, profile: seccomp.Profile
+) -> None:
+    _require_seccomp()
+    result = _run(PROFILE, profile, str(tmp_path / "f"))
+    assert result["control"] == "ok" and result["status"] == 2
+    assert result["installed"]["unknown"] == []  # every name is filtered on this kernel
+    assert result["installed"]["denied"] == len(seccomp.denied_for(profile))
+    assert result["chmod"] == "EPERM"
+    assert result["clone"] == ("ok" if profile == "server-chroot" else "EPERM")
+    assert result["fork"] == "ok" and result["rename"] == "ok"  # what the process needs
+
+
+def test_the_lists_say_why_for_every_call_and_the_profiles_differ_only_where_documented() -> None:
+    assert all(isinstance(why, str) and why for why in seccomp.DENIED.values())
+    assert {"chroot", "unshare"} <= set(seccomp.denied_for("server"))
+    assert not {"chroot", "unshare"} & set(seccomp.denied_for("server-chroot"))
+    for kind in ("delete", "write"):
+        assert {"execve", "execveat", "socket"} <= set(seccomp.denied_for(kind))  # type: ignore[arg-type]
+    assert "execve" not in seccomp.denied_for("server")  # it starts the workers
+    with pytest.raises(ValueError):
+        seccomp.denied_for("nope")  # type: ignore[arg-type]
