@@ -189,7 +189,9 @@ def serve(args: argparse.Namespace) -> int:
     from .discovery import discover_method
     from .tools.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 
-    os_layer = OsLayer(policy, allow_unconfined=args.allow_unconfined, self_confined=self_confined)
+    os_layer = OsLayer(
+        policy, roots, allow_unconfined=args.allow_unconfined, self_confined=self_confined
+    )
 
     def build() -> Dispatcher:
         full, _env = build_server(

@@ -27,9 +27,11 @@ call, make policy decisions (who may delete what: upstream), or choose the mode
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -174,12 +176,35 @@ def _child_env(debug: DebugOptions | None) -> dict[str, str]:
     return env
 
 
+def _workspace_fd(workspace: str | int) -> int:
+    """Our own close-on-exec fd of the workspace folder: a duplicate of the caller's fd (what the
+    server does: the folder it opened at start-up, wherever it is now), or, given a path, the
+    folder opened now (tests, tools)."""
+    try:
+        if isinstance(workspace, int):
+            fd = fcntl.fcntl(workspace, fcntl.F_DUPFD_CLOEXEC, 3)
+        else:
+            fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise fs_errors.error_for_errno(exc.errno) from exc
+    try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise fs_errors.NotRegular()
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_PATH:  # an O_PATH fd cannot be listed
+            raise fs_errors.NotRegular()
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 class ConfinedWorker:
-    """A persistent confined worker for one workspace and one kind of operation."""
+    """A persistent confined worker for one workspace and one kind of operation. `workspace` is
+    the folder's fd (duplicated: the caller keeps its own) or its path."""
 
     def __init__(
         self,
-        workspace_path: str,
+        workspace: str | int,
         kind: Kind,
         mode: Mode,
         *,
@@ -200,12 +225,7 @@ class ConfinedWorker:
         self._debug = debug
         self._lock = threading.Lock()
         self._closed = False
-        try:
-            fd = os.open(
-                workspace_path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-            )
-        except OSError as exc:
-            raise fs_errors.error_for_errno(exc.errno) from exc
+        fd = _workspace_fd(workspace)
         self._holder = _Holder(fd)
         self._finalizer = weakref.finalize(self, self._holder.shutdown)
         try:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fs_notes.policy import Policy
+from fs_notes.serve import open_roots
+from fs_notes.tools.confined import OsLayer
 from sandbox.probe import HostReport, probe
 from sandbox.testing import requirement
 
@@ -37,3 +40,19 @@ def host_mode() -> str:
     if verdict == "skip":
         pytest.skip(why)
     return "landlock" if verdict == "run" else "chroot"
+
+
+def make_layer(policy: Policy, **kwargs: Any) -> OsLayer:
+    """An OsLayer over root handles opened now, as serve opens them at start-up; closing the
+    layer closes them too."""
+    roots = open_roots(policy)
+    layer = OsLayer(policy, roots, **kwargs)
+    close = layer.close
+
+    def close_all() -> None:
+        close()
+        for root in roots.values():
+            root.close()
+
+    layer.close = close_all  # type: ignore[method-assign]
+    return layer

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from oslayer import host_mode, nothing_enforceable, policy_for
+from oslayer import host_mode, make_layer, nothing_enforceable, policy_for
 from wire import REPO, StdioServer, call_tool, child_env
 
 import sandbox.probe
@@ -66,7 +66,7 @@ def layer_factory() -> Iterator[list[OsLayer]]:
 
 
 def _layer(made: list[OsLayer], policy: Policy, **kwargs: object) -> OsLayer:
-    layer = OsLayer(policy, **kwargs)  # type: ignore[arg-type]
+    layer = make_layer(policy, **kwargs)
     made.append(layer)
     return layer
 
@@ -195,7 +195,7 @@ def test_closing_before_the_set_up_ran_probes_nothing(
 ) -> None:
     calls: list[int] = []
     monkeypatch.setattr(sandbox.probe, "probe", lambda timeout=10.0: calls.append(1))
-    layer = OsLayer(policy_for(notes), allow_unconfined=False, start_delay=30)
+    layer = make_layer(policy_for(notes), allow_unconfined=False, start_delay=30)
     layer.close()
     assert calls == []
     with pytest.raises(OsLayerFailed):

@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 import pytest
-from oslayer import host_mode, nothing_enforceable, policy_for
+from oslayer import host_mode, make_layer, nothing_enforceable, policy_for
 from wire import StdioServer, call_tool
 
 import sandbox.probe
@@ -88,7 +88,7 @@ def _text(result: dict[str, Any]) -> str:
 
 def test_creates_and_updates_run_in_the_write_worker(notes: Path, layers: list[OsLayer]) -> None:
     mode = host_mode()
-    layer = OsLayer(policy_for(notes, "chroot"), allow_unconfined=False)
+    layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
     writers = ConfinedWriters(layer)
     assert writers.unavailable("notes") is None
@@ -112,7 +112,7 @@ def test_a_write_through_the_worker_cannot_leave_the_workspace(
     notes: Path, layers: list[OsLayer]
 ) -> None:
     host_mode()
-    layer = OsLayer(policy_for(notes, "chroot"), allow_unconfined=False)
+    layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
     writers = ConfinedWriters(layer)
     (notes / "link").symlink_to(notes.parent / "outside")
@@ -133,7 +133,7 @@ def test_without_an_enforceable_layer_writes_are_refused_and_nothing_is_written(
     notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
 ) -> None:
     monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
-    layer = OsLayer(policy_for(notes, "landlock"), allow_unconfined=False)
+    layer = make_layer(policy_for(notes, "landlock"), allow_unconfined=False)
     layers.append(layer)
     server = Server(policy_for(notes, "landlock"), layer, tmp_path)
     try:
@@ -156,7 +156,7 @@ def test_allow_unconfined_lets_writes_run_in_an_unconfined_worker(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
 ) -> None:
     monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
-    layer = OsLayer(policy_for(notes, "none"), allow_unconfined=True)
+    layer = make_layer(policy_for(notes, "none"), allow_unconfined=True)
     layers.append(layer)
     ConfinedWriters(layer).create("notes", "b.md", b"# B\n")
     assert (notes / "b.md").read_text() == "# B\n"
@@ -167,7 +167,7 @@ def test_a_workspace_requiring_landlock_refuses_writes_on_a_chroot_only_host(
     notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
 ) -> None:
     monkeypatch.setenv("FS_NOTES_HIDE_LANDLOCK", "1")
-    layer = OsLayer(policy_for(notes, "landlock"), allow_unconfined=True)
+    layer = make_layer(policy_for(notes, "landlock"), allow_unconfined=True)
     layers.append(layer)
     server = Server(policy_for(notes, "landlock"), layer, tmp_path)
     try:
@@ -193,7 +193,7 @@ def test_a_chroot_only_host_writes_where_the_policy_accepts_chroot(
     if verdict == "skip":
         pytest.skip(why)
     monkeypatch.setenv("FS_NOTES_HIDE_LANDLOCK", "1")
-    layer = OsLayer(policy_for(notes, "chroot"), allow_unconfined=False)
+    layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
     ConfinedWriters(layer).update("notes", "a.md", b"# A2\n")
     assert (notes / "a.md").read_text() == "# A2\n"
@@ -234,3 +234,63 @@ def test_serve_writes_through_its_write_worker(notes: Path) -> None:
         assert updated["result"]["isError"] is True
         assert not (notes / "b.md").exists()
         assert (notes / "a.md").read_text() == "# A\n"
+
+
+FORM = {"elicitation": {"form": {}}}
+
+
+def test_a_workspace_swapped_after_start_up_is_never_written_through_its_path(
+    tmp_path: Path,
+) -> None:
+    # Issue 12: workers used to open the workspace by path when they first started, so a folder
+    # swapped between start-up and the first write received the note (chroot mode). They get
+    # serve's own fd now: the original folder, wherever it went, or a refusal; never the new one.
+    mode = host_mode()
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    (ws / "a.md").write_text("# A\n")
+    (ws / "victim.md").write_text("# Victim\n")
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        '[[principal]]\nname = "me"\nlocal = true\n\n'
+        f'[[workspace]]\nname = "w"\npath = "{ws}"\nsandbox = "chroot"\n\n'
+        '[[grant]]\nprincipal = "me"\nworkspace = "w"\noperations = ["read", "write", "delete"]\n'
+    )
+    uri = ws.as_uri()
+    server = StdioServer("serve", "--policy", str(policy), "--replay-db", str(tmp_path / "r.db"))
+    try:
+        listed = server.ask(call_tool(1, "notes_list", {"workspaceUri": uri}))
+        assert listed["result"].get("isError") is not True
+        os.rename(ws, tmp_path / "moved")  # the folder serve opened, now elsewhere
+        ws.mkdir()  # and a stranger's folder at its path
+        (ws / "a.md").write_text("# the replacement's own a.md\n")
+        (ws / "victim.md").write_text("# the replacement's victim\n")
+        replacement = {p.name: p.read_bytes() for p in ws.iterdir()}
+        created = server.ask(
+            call_tool(2, "notes_create", {"workspaceUri": uri, "id": "b.md", "content": "# B\n"})
+        )
+        updated = server.ask(
+            call_tool(3, "notes_update", {"workspaceUri": uri, "id": "a.md", "content": "# A2\n"})
+        )
+        args = {"workspaceUri": uri, "title": "Victim"}
+        first = server.ask(call_tool(4, "notes_delete", args, FORM))["result"]
+        answer = {"action": "accept", "content": {"note_id": "victim.md", "confirm": True}}
+        deleted = server.ask(
+            call_tool(
+                5,
+                "notes_delete",
+                args,
+                FORM,
+                inputResponses={"delete_choice": answer},
+                requestState=first["requestState"],
+            )
+        )
+    finally:
+        assert server.close() == 0
+    assert {p.name: p.read_bytes() for p in ws.iterdir()} == replacement  # untouched
+    moved = tmp_path / "moved"
+    for response in (created, updated, deleted):
+        assert response["result"].get("isError") is not True, (mode, response)
+    assert (moved / "b.md").read_text() == "# B\n"
+    assert (moved / "a.md").read_text() == "# A2\n"
+    assert not (moved / "victim.md").exists()

@@ -127,7 +127,7 @@ def run(argv: Sequence[str]) -> int:
     if knockout in ("none", "lexical"):
         from ..tools.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 
-        layer = OsLayer(policy, allow_unconfined=False, self_confined=self_confined)
+        layer = OsLayer(policy, real, allow_unconfined=False, self_confined=self_confined)
         closers.append(layer.close)
         deleter = TracingDeleter(ConfinedDeleters(layer), trace)
         writer = TracingWriter(ConfinedWriters(layer), trace)

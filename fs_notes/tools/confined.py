@@ -13,6 +13,9 @@ Guarantees:
   content, which destroys it as surely as an unlink, and a create can plant files; a weaker bar
   for writes would make the deletion bar pointless. So the workspace's `sandbox` level and
   --allow-unconfined govern both, and both worker kinds run under the same mode.
+- Workers get the workspace as the directory fd `serve` opened at start-up (duplicated), never
+  its path: a folder moved or replaced after start-up is not reopened (the new one is never
+  written to).
 - Nothing here competes with the first request: the set-up (the host probe, which starts two
   short-lived Python children, and the workers) starts `START_DELAY` seconds after the server,
   or at once when a create, update or delete needs it, on a background thread; psutil,
@@ -30,8 +33,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from sandbox.errors import NoEnforceableLayer, SandboxError
 
@@ -50,6 +53,13 @@ _KINDS: tuple[Kind, ...] = ("delete", "write")
 _T = TypeVar("_T")
 
 
+class HasFd(Protocol):
+    """A workspace root handle (fs.WorkspaceRoot): its directory fd, opened at start-up."""
+
+    @property
+    def fd(self) -> int: ...
+
+
 class OsLayerFailed(FsError):
     message = "refused or failed in the confined worker"
 
@@ -60,12 +70,14 @@ class OsLayer:
     def __init__(
         self,
         policy: Policy,
+        roots: Mapping[str, HasFd],
         *,
         allow_unconfined: bool,
         self_confined: bool = False,
         start_delay: float = START_DELAY,
     ) -> None:
         self._policy = policy
+        self._roots = roots
         self._allow = allow_unconfined
         self._self_confined = self_confined
         self._delay = start_delay
@@ -198,8 +210,9 @@ class OsLayer:
                 return worker
             from sandbox.supervisor import ConfinedWorker
 
-            try:
-                worker = ConfinedWorker(ws.path, kind, self._mode, symlinks=ws.symlinks)
+            try:  # the folder serve opened at start-up, never the path again
+                fd = self._roots[workspace].fd
+                worker = ConfinedWorker(fd, kind, self._mode, symlinks=ws.symlinks)
             except (SandboxError, FsError, OSError) as exc:
                 log.error("workspace %s: the %s worker did not start: %s", workspace, kind, exc)
                 raise OsLayerFailed(f"the confined {kind} worker could not be started") from None
