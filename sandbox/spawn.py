@@ -6,6 +6,11 @@ the process) fires only when the server process dies, never when a short-lived r
 (a thread pool's) that happened to start it ends. `kill_and_reap` SIGKILLs a worker and every
 descendant psutil can see, then waits for it: no zombie is left.
 
+`watch` gives each worker a thread of its own that logs what the worker writes to stderr (one
+log record per line, escaped, through this process's logging) and reaps the worker the moment
+it exits: a worker that dies while idle is never a zombie, and is started again by the next
+request that needs it.
+
 Does not: reap descendants (they are re-parented, not ours), or start anything itself (the
 caller passes the Popen call, with its fds and environment).
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import logging
 import queue
 import signal
 import subprocess
@@ -22,6 +28,11 @@ from collections.abc import Callable
 from typing import Any
 
 import psutil
+
+from fs_notes.render import shown
+
+log = logging.getLogger("fs_notes.sandbox.worker")
+MAX_LOG_LINE = 2000
 
 
 class _Spawner:
@@ -75,3 +86,23 @@ def kill_and_reap(proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+
+def watch(proc: subprocess.Popen[bytes], what: str) -> threading.Thread:
+    """Log `proc`'s stderr line by line (escaped) until it closes, then reap `proc` at once."""
+
+    def run() -> None:
+        stream = proc.stderr
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                for raw in stream:
+                    text = raw.decode("utf-8", errors="backslashreplace").rstrip("\n")
+                    log.warning("%s %d: %s", what, proc.pid, shown(text, MAX_LOG_LINE))
+            with contextlib.suppress(OSError):
+                stream.close()
+        with contextlib.suppress(ChildProcessError):
+            proc.wait()
+
+    thread = threading.Thread(target=run, name=f"watch-{what}-{proc.pid}", daemon=True)
+    thread.start()
+    return thread

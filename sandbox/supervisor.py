@@ -67,7 +67,7 @@ from sandbox.protocol import (
     encode_sleep,
     encode_write,
 )
-from sandbox.spawn import kill_and_reap, spawn
+from sandbox.spawn import kill_and_reap, spawn, watch
 
 Kind = Literal["delete", "write"]
 Mode = Literal["landlock", "chroot", "none"]
@@ -324,6 +324,7 @@ class ConfinedWorker:
                     cmd,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,  # logged by the watcher, not the server's stderr
                     close_fds=True,
                     pass_fds=(self._holder.workspace_fd, channel_fd, *extra),
                     env=_child_env(self._debug),
@@ -335,6 +336,7 @@ class ConfinedWorker:
             raise
         finally:
             child_sock.close()
+        watch(proc, f"{self.kind} worker")
         child = _Child(proc, Channel(parent_sock, MAX_REPLY), {})
         try:
             child.channel.arm(self._start_timeout)

@@ -729,3 +729,45 @@ def test_a_worker_that_reports_a_confinement_failure_is_refused() -> None:
         _checker("landlock")._check_hello(reply, 42, 11)
     with pytest.raises(WorkerFailed):
         _checker("landlock")._check_hello(None, 42, 11)
+
+
+@pytest.mark.parametrize("mode", ["landlock", "chroot"])
+def test_a_worker_killed_while_idle_is_reaped_at_once_and_restarted_when_needed(
+    tmp_path: Path, mode: str
+) -> None:
+    # Issue 12: a killed idle worker used to stay a zombie until that kind was next needed.
+    worker = worker_for(mode, tmp_path, "write")
+    if worker is None:
+        return
+    with worker:
+        pid = worker.pid
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            try:
+                psutil.Process(pid)
+            except psutil.NoSuchProcess:
+                break  # reaped: no zombie left behind
+            time.sleep(0.01)
+        with pytest.raises(psutil.NoSuchProcess):
+            psutil.Process(pid)
+        assert no_zombie_children()
+        worker.create("after.md", b"# after\n")  # the next request starts it again
+        assert worker.pid != pid
+    assert (tmp_path / "after.md").read_bytes() == b"# after\n"
+
+
+def test_what_a_worker_writes_to_stderr_is_logged_one_escaped_line_at_a_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from sandbox.spawn import watch
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stderr.write('one\\ntwo \\x1b[31mred\\n')"],
+        stderr=subprocess.PIPE,
+    )
+    with caplog.at_level("WARNING", logger="fs_notes.sandbox.worker"):
+        watch(proc, "test worker").join(10)
+    assert proc.returncode == 0  # reaped by the watcher
+    lines = [r.getMessage() for r in caplog.records if r.name == "fs_notes.sandbox.worker"]
+    assert lines == [f"test worker {proc.pid}: one", f"test worker {proc.pid}: two \\u001b[31mred"]
