@@ -8,7 +8,7 @@ openat2 by a real call; chroot by trying it in a child. What it reports is what 
   serve refuses creates, updates and deletions.
 - `self_confinement` is true exactly when the probe saw Landlock enforced: then `serve` confines
   itself at start-up or refuses to start (fs_notes/selfconfine.py), never runs unconfined
-  silently. With FS_NOTES_HIDE_LANDLOCK=1 (the test switch) both report the fallback.
+  silently.
 - `seccomp` says whether the system-call filter can be loaded here (sandbox/seccomp.py), the
   profile the server would load and what each profile refuses.
 Does not: know a policy (a workspace may require a stronger layer than the host has: serve then

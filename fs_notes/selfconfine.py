@@ -18,8 +18,8 @@ Guarantees, when `confine_server` returns a report with `enforced=True`:
 - It is proven, not assumed: listing "/" works just before and must fail with EACCES just after,
   and the server's own package must still be readable; otherwise `SelfConfinementFailed`.
 - Any failure on a host whose kernel has Landlock raises `SelfConfinementFailed`; `serve` then
-  refuses to start (the operator can pass --no-self-confine). A kernel without Landlock (or the
-  test switch FS_NOTES_HIDE_LANDLOCK=1) gives `enforced=False` with the reason.
+  refuses to start (the operator can pass --no-self-confine). A kernel without Landlock gives
+  `enforced=False` with the reason.
 - With or without Landlock, the server then loads its system-call filter (sandbox/seccomp.py,
   profile "server", or "server-chroot" when the chroot workers will need chroot and unshare):
   no mode, owner, time or attribute change, link, node, mount, namespace, ptrace, keyring or bpf

@@ -24,13 +24,12 @@ if TYPE_CHECKING:
         WorkerFailed,
     )
     from sandbox.probe import HostReport, probe, select_mode
-    from sandbox.supervisor import ConfinedWorker, DebugOptions
+    from sandbox.supervisor import ConfinedWorker
 
 _WHERE = {
     "ConfinedWorker": "sandbox.supervisor",
     "ConfinementError": "sandbox.errors",
     "ConfinementReport": "sandbox.confine",
-    "DebugOptions": "sandbox.supervisor",
     "HostReport": "sandbox.probe",
     "NoEnforceableLayer": "sandbox.errors",
     "OsRefused": "sandbox.errors",
@@ -45,7 +44,6 @@ __all__ = [
     "ConfinedWorker",
     "ConfinementError",
     "ConfinementReport",
-    "DebugOptions",
     "HostReport",
     "NoEnforceableLayer",
     "OsRefused",

@@ -7,8 +7,8 @@ the same code the worker uses) and then could see the inside marker and not the 
 Both tests run in subprocesses (confinement cannot be undone), never in this process.
 `select_mode` fails closed: Landlock if enforced, else chroot if it works, else "none" only when
 the operator explicitly allowed unconfined deletion, else `NoEnforceableLayer`.
-`FS_NOTES_HIDE_LANDLOCK=1` is a *test switch* (the CI pass that proves the chroot fallback and
-the fail-closed rule): the probe and the worker then behave as if the kernel had no Landlock.
+Nothing here can be told to pretend: the CI pass that proves the chroot fallback hides Landlock
+from outside (tests/hide_landlock.py), and the probe then finds a kernel without it.
 
 Does not: probe on every call cheaply (it starts two short-lived Python children; call it once
 at start-up), or prove anything about the worker's own confinement (the worker reports that in
@@ -49,7 +49,6 @@ class HostReport:
     openat2: bool
     chroot: bool
     chroot_reason: str | None
-    landlock_hidden: bool  # the FS_NOTES_HIDE_LANDLOCK test switch was on
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,7 +57,6 @@ class HostReport:
                 "enforced": self.landlock_enforced,
                 "errata": self.landlock_errata,
                 "reason": self.landlock_reason,
-                "hidden": self.landlock_hidden,
             },
             "openat2": self.openat2,
             "chroot": self.chroot,
@@ -130,14 +128,13 @@ def child_main(argv: list[str]) -> int:
 
 
 def _spawn(what: str, inside: str, outside_file: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k == "FS_NOTES_HIDE_LANDLOCK"}
     return subprocess.Popen(
         [sys.executable, "-I", "-S", "-X", "utf8", "-c", _BOOTSTRAP, what, inside, outside_file],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env={},
     )
 
 
@@ -163,7 +160,6 @@ def _openat2() -> bool:
 
 def probe(timeout: float = 10.0) -> HostReport:
     """Test this host (in child processes). Takes a fraction of a second."""
-    hidden = ll.hidden()
     abi: int | None = None
     errata = 0
     reason: str | None = None
@@ -203,7 +199,6 @@ def probe(timeout: float = 10.0) -> HostReport:
         openat2=_openat2(),
         chroot=chroot_ok,
         chroot_reason=chroot_reason,
-        landlock_hidden=hidden,
     )
 
 

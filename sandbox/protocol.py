@@ -10,19 +10,17 @@ Request body (supervisor -> worker), one fixed 60-byte head, then the path, then
     op u8 | flags u8 | path_len u16 | dev u64 | ino u64 | size u64 |
     mtime_hi i64 | mtime_lo u64 | ctime_hi i64 | ctime_lo u64 | path | tail
 
-- op: 1 delete, 2 create, 3 update; debug only: 0x81 unlink_raw, 0x82 create_raw, 0x83 read_raw
-  (a bare os.unlink / exclusive create / read with no resolution checks, for proving the OS layer
-  alone) and 0x84 sleep.
+- op: 1 delete, 2 create, 3 update; nothing else (the production protocol has no unchecked
+  operation: the attacker worker of the escape exercises speaks its own requests,
+  fs_notes/exercises/rawworker.py).
 - flags: bit 0 `HAS_IDENTITY` (the identity fields are meaningful; without it they must all be
-  zero), bit 1 `HAS_DIR_FD`; no other bit. delete takes exactly HAS_IDENTITY, update may take it,
-  the raw ops may take HAS_DIR_FD, create and sleep take none.
+  zero); no other bit. delete takes exactly HAS_IDENTITY, update may take it, create none.
 - identity: a time is the signed 128-bit integer hi * 2**64 + lo (nanoseconds); the accepted
   ranges are those of `Identity.from_json`: dev and ino < 2**64, size < 2**63, times in
   [-2**96, 2**96).
-- path: the relpath (or the raw ops' path), 1..`MAX_RELPATH` characters without NUL, encoded as
-  UTF-8 with surrogatepass so that every Python str crosses unchanged; empty for sleep.
-- tail: delete nothing; create and update the note's bytes, as they are; a raw op with
-  HAS_DIR_FD the fd as u32 (< 2**31), else nothing; sleep the seconds as f64 in [0, 60].
+- path: the relpath, 1..`MAX_RELPATH` characters without NUL, encoded as UTF-8 with
+  surrogatepass so that every Python str crosses unchanged.
+- tail: delete nothing; create and update the note's bytes, as they are.
 
 Reply body (worker -> supervisor): a status byte, then its payload: 0 OK (nothing; for create
 and update the new identity, 56 bytes laid out as in requests), 1 FS_ERROR (the name of an
@@ -33,8 +31,8 @@ a UTF-8 JSON object (the hello, or the ConfinementError that stopped it), read o
 Guarantees: a frame length out of bounds is refused before the body is read, as is a stream that
 ends inside a frame (`ProtocolError`; such a stream cannot be resynchronised, so the worker exits
 and the supervisor kills its worker). A clean end of stream between frames is reported as `None`,
-never as a frame. `parse_request` accepts only the ops a worker of the given kind may run (the
-debug ops only when the worker was started with its debug flag), each in exactly the layout above:
+never as a frame. `parse_request` accepts only the ops a worker of the given kind may run, each in
+exactly the layout above:
 every byte of the body is accounted for, fields out of range or flags an op does not take are
 refused (`ProtocolError`; the frame was delimited, so the worker answers BAD_REQUEST and stays in
 step). `decode_reply` likewise accepts only the reply layouts above. `Channel` keeps its socket
@@ -76,31 +74,15 @@ OPS_BY_KIND: Final[dict[str, frozenset[str]]] = {
     "delete": frozenset({"delete"}),
     "write": frozenset({"create", "update"}),
 }
-RAW_OPS: Final = frozenset({"unlink_raw", "create_raw", "read_raw"})
-DEBUG_OPS: Final = RAW_OPS | {"sleep"}
-
-OP_CODES: Final[dict[str, int]] = {
-    "delete": 0x01,
-    "create": 0x02,
-    "update": 0x03,
-    "unlink_raw": 0x81,
-    "create_raw": 0x82,
-    "read_raw": 0x83,
-    "sleep": 0x84,
-}
+OP_CODES: Final[dict[str, int]] = {"delete": 0x01, "create": 0x02, "update": 0x03}
 _OP_NAMES: Final = {code: op for op, code in OP_CODES.items()}
 _DELETE: Final = OP_CODES["delete"]
 
 HAS_IDENTITY: Final = 0x01
-HAS_DIR_FD: Final = 0x02
 _FLAGS_BY_OP: Final[dict[str, frozenset[int]]] = {
     "delete": frozenset({HAS_IDENTITY}),
     "create": frozenset({0}),
     "update": frozenset({0, HAS_IDENTITY}),
-    "unlink_raw": frozenset({0, HAS_DIR_FD}),
-    "create_raw": frozenset({0, HAS_DIR_FD}),
-    "read_raw": frozenset({0, HAS_DIR_FD}),
-    "sleep": frozenset({0}),
 }
 
 OK: Final = 0
@@ -118,16 +100,13 @@ _FRAMED_REQUEST = struct.Struct(">IBBH" + _IDENTITY.format[1:])
 REQUEST_HEAD_SIZE: Final = _REQUEST.size
 _NO_IDENTITY: Final = (0, 0, 0, 0, 0, 0, 0)
 _U32 = struct.Struct(">I")
-_F64 = struct.Struct(">d")
 _TIMEVAL = struct.Struct("@ll")  # struct timeval on LP64 Linux (x86-64, arm64)
 
 _LOW64: Final = (1 << 64) - 1
 _SIZE_END: Final = 1 << 63
 _TIME_END: Final = 1 << 96  # the ranges of fs_notes.fs.identity.Identity.from_json
-_MAX_FD: Final = (1 << 31) - 1
 _U32_MAX: Final = (1 << 32) - 1
 _MAX_TIMEVAL: Final = float(1 << 31)  # longer timeouts are clamped (68 years)
-_MAX_SLEEP: Final = 60.0
 _CHUNK: Final = 65536
 _NOSIGNAL: Final = getattr(socket, "MSG_NOSIGNAL", 0)
 
@@ -316,8 +295,6 @@ class Request(NamedTuple):
     relpath: str = ""
     expected: Identity | None = None
     data: bytes = b""
-    dir_fd: int | None = None  # raw ops only
-    seconds: float = 0.0  # sleep only
 
 
 def _encode_path(relpath: str) -> bytes:
@@ -352,35 +329,11 @@ def encode_write(
     return b"".join((_pack_head(op, flags, path, expected, len(data)), path, data))
 
 
-def encode_raw(op: str, path: str, dir_fd: int | None = None) -> bytes:
-    """A framed debug raw op (unlink_raw, create_raw, read_raw)."""
-    if op not in RAW_OPS:
-        raise ProtocolError(f"{op!r} is not a raw op")
-    encoded = _encode_path(path)
-    if dir_fd is None:
-        return _pack_head(op, 0, encoded, None, 0) + encoded
-    try:
-        tail = _U32.pack(dir_fd)
-    except struct.error as exc:
-        raise ProtocolError("dir_fd must be a non-negative integer") from exc
-    return _pack_head(op, HAS_DIR_FD, encoded, None, len(tail)) + encoded + tail
+def _allowed(kind: str) -> frozenset[int]:
+    return frozenset(OP_CODES[op] for op in OPS_BY_KIND[kind])
 
 
-def encode_sleep(seconds: float) -> bytes:
-    """The framed debug sleep request."""
-    try:
-        tail = _F64.pack(seconds)
-    except struct.error as exc:
-        raise ProtocolError("seconds must be a number") from exc
-    return _pack_head("sleep", 0, b"", None, len(tail)) + tail
-
-
-def _allowed(kind: str, debug: bool) -> frozenset[int]:
-    ops = OPS_BY_KIND[kind] | (DEBUG_OPS if debug else frozenset())
-    return frozenset(OP_CODES[op] for op in ops)
-
-
-_ALLOWED: Final = {(k, d): _allowed(k, d) for k in OPS_BY_KIND for d in (False, True)}
+_ALLOWED: Final = {k: _allowed(k) for k in OPS_BY_KIND}
 
 
 def _decode_path(raw: bytes) -> str:
@@ -395,22 +348,7 @@ def _decode_path(raw: bytes) -> str:
     return path
 
 
-def _tail_request(op: str, flags: int, path: str, tail: bytes) -> Request:
-    """The requests other than delete, once the head and path are checked."""
-    if op in RAW_OPS:
-        if not flags & HAS_DIR_FD:
-            if tail:
-                raise ProtocolError("trailing bytes after a raw op")
-            return Request(op, path)
-        if len(tail) != _U32.size or (dir_fd := _U32.unpack(tail)[0]) > _MAX_FD:
-            raise ProtocolError("dir_fd must be a u32 below 2**31")
-        return Request(op, path, dir_fd=dir_fd)
-    if len(tail) != _F64.size or not 0.0 <= (seconds := _F64.unpack(tail)[0]) <= _MAX_SLEEP:
-        raise ProtocolError("seconds must be an f64 in [0, 60]")
-    return Request(op, seconds=seconds)
-
-
-def parse_request(body: bytes, kind: str, debug: bool) -> Request:
+def parse_request(body: bytes, kind: str) -> Request:
     """Validate a request body for a worker of `kind`; raises ProtocolError."""
     if len(body) < REQUEST_HEAD_SIZE:
         raise ProtocolError("request shorter than its head")
@@ -426,7 +364,7 @@ def parse_request(body: bytes, kind: str, debug: bool) -> Request:
             )
         return Request("delete", _decode_path(body[REQUEST_HEAD_SIZE:end]), _identity(*head[3:]))
     ident = list(head[3:])
-    if code not in _ALLOWED[(kind, debug)]:
+    if code not in _ALLOWED.get(kind, frozenset()):
         raise ProtocolError("operation not accepted by this worker")
     op = _OP_NAMES[code]
     if flags not in _FLAGS_BY_OP[op]:
@@ -440,18 +378,12 @@ def parse_request(body: bytes, kind: str, debug: bool) -> Request:
         raise ProtocolError("identity fields set without HAS_IDENTITY")
     else:
         expected = None
-    if op == "sleep":
-        if path_len:
-            raise ProtocolError("sleep takes no path")
-        return _tail_request(op, flags, "", body[end:])
     path = _decode_path(body[REQUEST_HEAD_SIZE:end])
     if op == "delete":
         if end != len(body):
             raise ProtocolError("trailing bytes after a delete")
         return Request(op, path, expected)
-    if op in ("create", "update"):
-        return Request(op, path, expected, data=body[end:])
-    return _tail_request(op, flags, path, body[end:])
+    return Request(op, path, expected, data=body[end:])
 
 
 # -- replies ---------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import importlib.util
 import os
 import socket
@@ -39,7 +40,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, Self
 
 import fs_notes.fs.errors as fs_errors
 from fs_notes.fs.identity import Identity
@@ -63,8 +64,6 @@ from sandbox.protocol import (
     decode_json_object,
     decode_reply,
     encode_delete,
-    encode_raw,
-    encode_sleep,
     encode_write,
 )
 from sandbox.spawn import kill_and_reap, spawn, watch
@@ -96,7 +95,8 @@ def _mapped_libraries() -> dict[str, str]:
     return found
 
 
-def _bootstrap() -> str:
+@functools.cache
+def _bootstrap(program: str) -> str:
     spec = importlib.util.find_spec("pyseccomp")
     load = ""
     if spec is not None and spec.origin is not None:
@@ -108,29 +108,9 @@ def _bootstrap() -> str:
         )
     return (
         f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); {load}"
-        "from sandbox.worker import main; sys.exit(main())"
+        f"from {program} import main; sys.exit(main())"
     )
-
-
-_BOOTSTRAP = _bootstrap()
 _REQUIRED_RIGHTS = {"delete": DELETE_RIGHTS, "write": WRITE_RIGHTS}
-
-
-@dataclass(frozen=True)
-class DebugOptions:
-    """Test-only switches; the server never sets them.
-
-    `ops` enables the worker's raw ops (`unlink_raw`, `create_raw`, `read_raw`) and `sleep`;
-    `extra_fds` are passed into the worker (a deliberate leak), and `keep_extra_fds` tells it
-    not to close them;
-    `hide_landlock` starts the worker with the test switch FS_NOTES_HIDE_LANDLOCK=1 (the chroot
-    tests use it to prove chroot alone, with Landlock out of the picture).
-    """
-
-    ops: bool = True
-    extra_fds: tuple[int, ...] = ()
-    keep_extra_fds: bool = True
-    hide_landlock: bool = False
 
 
 @dataclass
@@ -164,18 +144,6 @@ class _Holder:
             self.workspace_fd = -1
 
 
-def _child_env(debug: DebugOptions | None) -> dict[str, str]:
-    # A minimal environment: nothing of the server's (tokens, keys) reaches the worker. The
-    # test switch is passed on so a hidden Landlock stays hidden in the worker too.
-    env: dict[str, str] = {}
-    hide = os.environ.get("FS_NOTES_HIDE_LANDLOCK")
-    if hide is not None:
-        env["FS_NOTES_HIDE_LANDLOCK"] = hide
-    if debug is not None and debug.hide_landlock:
-        env["FS_NOTES_HIDE_LANDLOCK"] = "1"
-    return env
-
-
 def _workspace_fd(workspace: str | int) -> int:
     """Our own close-on-exec fd of the workspace folder: a duplicate of the caller's fd (what the
     server does: the folder it opened at start-up, wherever it is now), or, given a path, the
@@ -202,6 +170,10 @@ class ConfinedWorker:
     """A persistent confined worker for one workspace and one kind of operation. `workspace` is
     the folder's fd (duplicated: the caller keeps its own) or its path."""
 
+    #: The module whose main() the worker process runs. The escape exercises' attacker worker
+    #: (fs_notes/exercises/rawworker.py) is a subclass that names its own, confined the same way.
+    PROGRAM = "sandbox.worker"
+
     def __init__(
         self,
         workspace: str | int,
@@ -210,7 +182,6 @@ class ConfinedWorker:
         *,
         symlinks: Literal["deny", "within"] = "deny",
         start_timeout: float = 10.0,
-        debug: DebugOptions | None = None,
     ) -> None:
         if kind not in ("delete", "write"):
             raise ValueError(f"unknown worker kind {kind!r}")
@@ -222,7 +193,6 @@ class ConfinedWorker:
         self.mode: Mode = mode
         self._symlinks = symlinks
         self._start_timeout = start_timeout
-        self._debug = debug
         self._lock = threading.Lock()
         self._closed = False
         fd = _workspace_fd(workspace)
@@ -239,7 +209,7 @@ class ConfinedWorker:
 
     def _command(self, channel_fd: int) -> list[str]:
         cmd = [
-            sys.executable, "-I", "-S", "-X", "utf8", "-c", _BOOTSTRAP,
+            sys.executable, "-I", "-S", "-X", "utf8", "-c", _bootstrap(self.PROGRAM),
             "--kind", self.kind,
             "--mode", self.mode,
             "--workspace-fd", str(self._holder.workspace_fd),
@@ -247,19 +217,14 @@ class ConfinedWorker:
             "--parent-pid", str(os.getpid()),
             "--symlinks", self._symlinks,
         ]  # fmt: skip
-        if self._debug is not None:
-            if self._debug.ops:
-                cmd.append("--debug-ops")
-            if self._debug.keep_extra_fds:
-                for fd in self._debug.extra_fds:
-                    cmd += ["--keep-fd", str(fd)]
         return cmd
 
+    def _passed_fds(self) -> tuple[int, ...]:
+        """Fds the worker is started with besides the workspace's and its channel's: none."""
+        return ()
+
     def _expected_fds(self, channel_fd: int) -> set[int]:
-        fds = {0, 1, 2, self._holder.workspace_fd, channel_fd}
-        if self._debug is not None and self._debug.keep_extra_fds:
-            fds |= set(self._debug.extra_fds)
-        return fds
+        return {0, 1, 2, self._holder.workspace_fd, channel_fd}
 
     def _check_hello(self, reply: dict[str, Any] | None, pid: int, channel_fd: int) -> None:
         if reply is None:
@@ -316,7 +281,7 @@ class ConfinedWorker:
     def _start(self) -> _Child:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         channel_fd = child_sock.fileno()
-        extra = self._debug.extra_fds if self._debug is not None else ()
+        extra = self._passed_fds()
         cmd = self._command(channel_fd)
         try:
             proc = spawn(
@@ -327,7 +292,7 @@ class ConfinedWorker:
                     stderr=subprocess.PIPE,  # logged by the watcher, not the server's stderr
                     close_fds=True,
                     pass_fds=(self._holder.workspace_fd, channel_fd, *extra),
-                    env=_child_env(self._debug),
+                    env={},  # nothing of the server's environment (tokens, keys) reaches it
                     start_new_session=True,
                 )
             )
@@ -480,33 +445,6 @@ class ConfinedWorker:
         """Replace an existing note atomically (optionally only if it is still `expected`)."""
         return self._write("update", relpath, data, expected, timeout)
 
-    # -- debug ops (tests and the escape exercises only) -------------------------------
-
-    def _require_debug(self) -> None:
-        if self._debug is None or not self._debug.ops:
-            raise RuntimeError("debug ops need ConfinedWorker(..., debug=DebugOptions())")
-
-    def _raw(self, op: str, path: str, dir_fd: int | None, timeout: float) -> None:
-        self._require_debug()
-        self._call(self._encoded(lambda: encode_raw(op, path, dir_fd)), timeout)
-
-    def unlink_raw(self, path: str, *, dir_fd: int | None = None, timeout: float = 5.0) -> None:
-        """Debug: a bare os.unlink(path, dir_fd=...) in the worker, with no resolution checks."""
-        self._raw("unlink_raw", path, dir_fd, timeout)
-
-    def create_raw(self, path: str, *, dir_fd: int | None = None, timeout: float = 5.0) -> None:
-        """Debug: a bare exclusive create of an empty file in the worker."""
-        self._raw("create_raw", path, dir_fd, timeout)
-
-    def read_raw(self, path: str, *, dir_fd: int | None = None, timeout: float = 5.0) -> None:
-        """Debug: a bare open+read in the worker (the bytes stay there; only success is told)."""
-        self._raw("read_raw", path, dir_fd, timeout)
-
-    def sleep(self, seconds: float, timeout: float = 5.0) -> None:
-        """Debug: make the worker busy for `seconds`."""
-        self._require_debug()
-        self._call(self._encoded(lambda: encode_sleep(seconds)), timeout)
-
     # -- introspection and shutdown --------------------------------------------------------
 
     @property
@@ -527,7 +465,7 @@ class ConfinedWorker:
             self._closed = True
             self._finalizer()
 
-    def __enter__(self) -> ConfinedWorker:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -18,10 +18,13 @@ serves one request at a time (the binary frames of `sandbox.protocol`), each res
 it cannot delimit; a delimited request that is malformed or not for its kind is answered
 BAD_REQUEST without acting.
 
+`prepare` is the confinement entry point (steps 1-6, and the start-up report); `run` is the
+whole worker around it. The escape exercises' attacker worker (fs_notes/exercises/rawworker.py)
+is confined through the same `prepare` and only then serves its unchecked requests, so what it
+proves is what this worker's confinement holds: there is no unchecked operation in here.
+
 Does not: trust the supervisor's requests beyond their shape (the filesystem layer still resolves
-and verifies every path); serve the debug ops (`unlink_raw`, `create_raw`, `read_raw`, `sleep`)
-unless started with
-`--debug-ops` (set only by tests and the escape exercises, never by the server).
+and verifies every path).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import signal
 import socket
 import sys
 import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -43,7 +46,7 @@ import fs_notes.fs.errors as fs_errors
 from fs_notes.fs import WorkspaceRoot
 from fs_notes.fs.errors import FsError
 from fs_notes.fs.identity import Identity
-from sandbox import landlock_abi, process, seccomp
+from sandbox import process, seccomp
 from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES, enter_chroot
 from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS, confine
 from sandbox.errors import ConfinementError
@@ -63,7 +66,6 @@ from sandbox.protocol import (
 )
 
 RIGHTS_BY_KIND = {"delete": DELETE_RIGHTS, "write": WRITE_RIGHTS}
-_RAW_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 
 
 class NoteOps(Protocol):
@@ -79,23 +81,21 @@ class NoteOps(Protocol):
 
 
 @dataclass
-class _State:
+class State:
     kind: str
-    debug: bool
     root: NoteOps  # a WorkspaceRoot, opened before confinement
 
 
-def _parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="sandbox.worker")
+def parser(prog: str = "sandbox.worker") -> argparse.ArgumentParser:
+    """The worker's command line (the supervisor builds it: `ConfinedWorker._command`)."""
+    p = argparse.ArgumentParser(prog=prog)
     p.add_argument("--kind", choices=["delete", "write"], required=True)
     p.add_argument("--mode", choices=["landlock", "chroot", "none"], required=True)
     p.add_argument("--workspace-fd", type=int, required=True)
     p.add_argument("--channel-fd", type=int, required=True)
     p.add_argument("--parent-pid", type=int, required=True)
     p.add_argument("--symlinks", choices=["deny", "within"], default="deny")
-    p.add_argument("--debug-ops", action="store_true")
-    p.add_argument("--keep-fd", type=int, action="append", default=[])
-    return p.parse_args(argv)
+    return p
 
 
 def _import_everything() -> None:
@@ -121,8 +121,6 @@ def _filter(mode: str, kind: str) -> dict[str, Any] | None:
 
 def _confine(mode: str, kind: str, workspace_fd: int) -> dict[str, Any]:
     if mode == "landlock":
-        if landlock_abi.hidden():
-            raise ConfinementError("Landlock hidden by FS_NOTES_HIDE_LANDLOCK=1")
         rule_fd = os.open(
             ".", os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=workspace_fd
         )
@@ -143,11 +141,16 @@ def _confine(mode: str, kind: str, workspace_fd: int) -> dict[str, Any]:
     return {}
 
 
-def _prepare(args: argparse.Namespace) -> tuple[_State, dict[str, Any]]:
+def prepare(
+    args: argparse.Namespace, keep_fds: tuple[int, ...] = ()
+) -> tuple[State, dict[str, Any]]:
+    """Steps 1-6 of the module docstring (`keep_fds`: more fds not to close, which only the
+    attacker worker of the exercises passes, to prove what a leaked fd would do); the worker's
+    state and its start-up report. Raises on any failure: the caller reports it and exits."""
     _import_everything()
-    keep = {0, 1, 2, args.workspace_fd, args.channel_fd, *args.keep_fd}
+    keep = {0, 1, 2, args.workspace_fd, args.channel_fd, *keep_fds}
     fds = process.close_fds_except(keep)
-    os.fchdir(args.workspace_fd)  # relative paths (debug ops) start at the workspace
+    os.fchdir(args.workspace_fd)  # relative paths start at the workspace
     if threading.active_count() != 1 or process.thread_count() != 1:
         raise ConfinementError("worker is not single-threaded")
     root = WorkspaceRoot.from_fd(os.dup(args.workspace_fd), resolver="auto", symlinks=args.symlinks)
@@ -163,9 +166,8 @@ def _prepare(args: argparse.Namespace) -> tuple[_State, dict[str, Any]]:
         "workspace_fd": args.workspace_fd,
         "confinement": report,
         "no_new_privs": process.no_new_privs(),
-        "debug": args.debug_ops,
     }
-    return _State(args.kind, args.debug_ops, root), hello
+    return State(args.kind, root), hello
 
 
 def _public_error_name(exc: FsError) -> str:
@@ -176,7 +178,7 @@ def _public_error_name(exc: FsError) -> str:
     return "FsError"
 
 
-def _act(state: _State, req: Request) -> bytes:
+def _act(state: State, req: Request) -> bytes:
     """Run a validated request; the framed OK reply."""
     if req.op == "delete":
         if req.expected is None:  # parse_request never lets this through
@@ -185,30 +187,13 @@ def _act(state: _State, req: Request) -> bytes:
         return OK_FRAME
     if req.op == "create":
         return ok_frame(state.root.create_note(req.relpath, req.data))
-    if req.op == "update":
-        return ok_frame(state.root.update_note(req.relpath, req.data, expected=req.expected))
-    # Debug only: bare syscalls, no resolution, no checks, so only the OS layer can say no.
-    if req.op == "unlink_raw":
-        os.unlink(req.relpath, dir_fd=req.dir_fd)
-        return OK_FRAME
-    if req.op == "create_raw":
-        os.close(os.open(req.relpath, _RAW_CREATE, 0o600, dir_fd=req.dir_fd))
-        return OK_FRAME
-    if req.op == "read_raw":  # the content never leaves the worker
-        fd = os.open(req.relpath, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=req.dir_fd)
-        try:
-            os.read(fd, 1)
-        finally:
-            os.close(fd)
-        return OK_FRAME
-    time.sleep(req.seconds)  # "sleep", debug only: lets tests kill a worker mid-request
-    return OK_FRAME
+    return ok_frame(state.root.update_note(req.relpath, req.data, expected=req.expected))
 
 
-def handle(state: _State, body: bytes) -> bytes:
+def handle(state: State, body: bytes) -> bytes:
     """One request body -> one framed reply; never raises."""
     try:
-        return _act(state, parse_request(body, state.kind, state.debug))
+        return _act(state, parse_request(body, state.kind))
     except ProtocolError:
         return BAD_REQUEST_FRAME
     except FsError as exc:
@@ -221,7 +206,8 @@ def handle(state: _State, body: bytes) -> bytes:
         return INTERNAL_ERROR_FRAME
 
 
-def serve(channel: Channel, state: _State) -> int:
+def serve(channel: Channel, state: State, answer: Callable[[State, bytes], bytes] = handle) -> int:
+    """Answer requests one at a time until EOF; `answer` never raises."""
     while True:
         try:
             body = channel.recv()
@@ -230,24 +216,32 @@ def serve(channel: Channel, state: _State) -> int:
         if body is None:
             return 0  # EOF: the supervisor closed the channel (or died)
         try:
-            channel.send(handle(state, body))
+            channel.send(answer(state, body))
         except ConnectionError:
             return 0  # the supervisor went away mid-request
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parse(sys.argv[1:] if argv is None else argv)
+def run(
+    args: argparse.Namespace,
+    answer: Callable[[State, bytes], bytes] = handle,
+    keep_fds: tuple[int, ...] = (),
+) -> int:
+    """The whole worker: parent-death signal, `prepare`, the start-up report, then `serve`."""
     process.die_with_parent(args.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     channel = Channel(socket.socket(fileno=args.channel_fd), MAX_REQUEST)
     try:
-        state, hello = _prepare(args)
+        state, hello = prepare(args, keep_fds)
     except Exception as exc:
         detail = f"{type(exc).__name__}: {exc}"
         channel.send(json_frame({"ok": False, "error": "ConfinementError", "detail": detail}))
         return 3
     channel.send(json_frame({"ok": True, "hello": hello}))
-    return serve(channel, state)
+    return serve(channel, state, answer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(parser().parse_args(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

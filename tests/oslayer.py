@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from layers import requirement
 
 from fs_notes.policy import Policy
 from fs_notes.serve import open_roots
 from fs_notes.tools.confined import OsLayer
 from sandbox.probe import HostReport, probe
-from sandbox.testing import requirement
 
 
 def policy_for(ws: Path, sandbox: str = "landlock") -> Policy:
@@ -29,6 +29,14 @@ def nothing_enforceable(timeout: float = 10.0) -> HostReport:
         chroot=False,
         landlock_reason="test",
         chroot_reason="test",
+    )
+
+
+def chroot_only(timeout: float = 10.0) -> HostReport:
+    """This host's probe as a host without Landlock would give it (chroot still works): a
+    stand-in for `sandbox.probe.probe` in process; the real thing is tests/hide_landlock.py."""
+    return dataclasses.replace(
+        probe(), landlock_enforced=False, landlock_abi=None, landlock_reason="test"
     )
 
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from layers import requirement
 from wire import REPO, child_env
 
 from fs_notes.exercises.catalogue import ATTACKS, CLASSES
 from fs_notes.exercises.expected import COLUMNS, EXPECTED, LITERAL_NAMES, expected_results
-from sandbox.testing import requirement
 
 RESULT = re.compile(r"blocked:(policy|lexical|render|filesystem|os)|escaped|n/a")
 

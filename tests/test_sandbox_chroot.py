@@ -1,5 +1,6 @@
-"""The chroot fallback (sandbox.chroot), with Landlock hidden (FS_NOTES_HIDE_LANDLOCK=1 in the
-worker), so what is proven here is chroot alone. The escape table itself runs in
+"""The chroot fallback (sandbox.chroot): chroot-mode workers apply no Landlock of their own, so
+what is proven here is chroot alone (the CI pass under tests/hide_landlock.py proves it again
+with Landlock absent from the whole process tree). The escape table itself runs in
 test_sandbox_escapes.py for every mode; this file covers what is particular to chroot."""
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from layers import requirement
 
+from fs_notes.exercises.rawworker import RawWorker
 from sandbox.errors import OsRefused
-from sandbox.supervisor import ConfinedWorker, DebugOptions
-from sandbox.testing import requirement
+from sandbox.supervisor import ConfinedWorker
 
 REPO = Path(__file__).resolve().parent.parent
 NOBODY = 65534
@@ -54,8 +56,7 @@ def test_the_chroot_worker_keeps_only_the_capabilities_it_needs(
     # else, CAP_SYS_CHROOT and CAP_SYS_ADMIN (the chroot escapes) included, is gone, also from
     # the bounding set, so no exec can bring it back.
     require_chroot()
-    options = DebugOptions(ops=False, hide_landlock=True)
-    with ConfinedWorker(str(workspace), kind, "chroot", debug=options) as worker:  # type: ignore[arg-type]
+    with ConfinedWorker(str(workspace), kind, "chroot") as worker:  # type: ignore[arg-type]
         pid = worker.pid
         assert pid is not None
         for field in ("CapEff", "CapPrm", "CapBnd"):
@@ -80,7 +81,7 @@ def test_an_update_in_a_chroot_keeps_the_mode_and_gives_the_note_to_the_worker(
     os.chown(note, 1234, 1234)
     os.chmod(note, 0o640)
     with ConfinedWorker(
-        str(workspace), "write", "chroot", debug=DebugOptions(ops=False, hide_landlock=True)
+        str(workspace), "write", "chroot"
     ) as worker:
         worker.update("n.md", b"new")
     st = note.stat()
@@ -95,8 +96,8 @@ def test_absolute_paths_in_a_chroot_name_things_inside_the_workspace(workspace: 
     decoy = workspace / outside.relative_to("/")
     decoy.parent.mkdir(parents=True)
     decoy.write_bytes(b"decoy inside")
-    with ConfinedWorker(
-        str(workspace), "delete", "chroot", debug=DebugOptions(hide_landlock=True)
+    with RawWorker(
+        str(workspace), "delete", "chroot"
     ) as worker:
         worker.unlink_raw(str(outside))  # the same absolute path...
         with pytest.raises(OsRefused):

@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from layers import requirement
 
+from fs_notes.exercises.rawworker import RawWorker
 from sandbox.errors import ConfinementError, OsRefused
-from sandbox.supervisor import ConfinedWorker, DebugOptions
-from sandbox.testing import requirement
+from sandbox.supervisor import ConfinedWorker
 
 MODES = ["landlock", "chroot", "none"]
 SECRET = b"outside secret\n"
@@ -43,7 +44,7 @@ REFUSAL = {"landlock": errno.EACCES, "chroot": errno.ENOENT}
 
 
 def layer_runs(mode: str) -> bool:
-    """Fail, skip or go on per sandbox.testing; False when Landlock is hidden (then this has
+    """Fail, skip or go on per tests/layers.py; False when Landlock is hidden (then this has
     already proved the fail-closed rule: a landlock worker refuses to start)."""
     if mode not in ("landlock", "chroot"):
         return True
@@ -54,19 +55,25 @@ def layer_runs(mode: str) -> bool:
         pytest.skip(why)
     if verdict == "hidden":
         with pytest.raises(ConfinementError):
-            ConfinedWorker(os.getcwd(), "delete", "landlock", debug=DebugOptions())
+            RawWorker(os.getcwd(), "delete", "landlock")
         return False
     return True
 
 
 def start_worker(
-    mode: str, workspace: Path, kind: str = "delete", **debug: object
-) -> ConfinedWorker | None:
-    """A worker with debug ops; None when Landlock is hidden and it refused to start."""
+    mode: str,
+    workspace: Path,
+    kind: str = "delete",
+    passed_fds: tuple[int, ...] = (),
+    keep_passed_fds: bool = True,
+) -> RawWorker | None:
+    """The attacker worker (bare syscalls after the real confinement); None when Landlock is
+    hidden and it refused to start."""
     if not layer_runs(mode):
         return None
-    options = DebugOptions(hide_landlock=mode == "chroot", **debug)  # type: ignore[arg-type]
-    return ConfinedWorker(str(workspace), kind, mode, debug=options)  # type: ignore[arg-type]
+    return RawWorker(
+        str(workspace), kind, mode, passed_fds=passed_fds, keep_passed_fds=keep_passed_fds  # type: ignore[arg-type]
+    )
 
 
 def high_fd(fd: int) -> int:
@@ -167,7 +174,7 @@ def test_an_outside_directory_fd_leaked_into_the_worker_does_not_help_under_land
     via_proc = layout.secret("via-proc.md")
     leaked = high_fd(os.open(layout.outside, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
     try:
-        worker = start_worker(mode, layout.workspace, extra_fds=(leaked,), keep_extra_fds=True)
+        worker = start_worker(mode, layout.workspace, passed_fds=(leaked,), keep_passed_fds=True)
         if worker is None:
             return
         with worker:
@@ -197,7 +204,7 @@ def test_the_worker_closes_every_fd_it_was_not_told_to_keep(tmp_path: Path, mode
     secret = layout.secret("secret.md")
     leaked = high_fd(os.open(layout.outside, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
     try:
-        worker = start_worker(mode, layout.workspace, extra_fds=(leaked,), keep_extra_fds=False)
+        worker = start_worker(mode, layout.workspace, passed_fds=(leaked,), keep_passed_fds=False)
         if worker is None:
             return
         with worker:
@@ -222,7 +229,7 @@ def test_chroot_alone_does_not_stop_a_kept_outside_fd_which_is_why_the_worker_cl
     secret = layout.secret("secret.md")
     leaked = high_fd(os.open(layout.outside, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
     try:
-        worker = start_worker("chroot", layout.workspace, extra_fds=(leaked,))
+        worker = start_worker("chroot", layout.workspace, passed_fds=(leaked,))
         assert worker is not None
         with worker:
             worker.unlink_raw(secret.name, dir_fd=leaked)

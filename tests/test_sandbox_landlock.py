@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from layers import requirement
 
 from sandbox import landlock_abi as ll
-from sandbox.testing import requirement
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,7 +56,7 @@ def run_child(body: str, *args: str) -> dict[str, Any]:
         capture_output=True,
         text=True,
         timeout=30,
-        env={k: v for k, v in os.environ.items() if k == "FS_NOTES_HIDE_LANDLOCK"},
+        env={},
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
@@ -127,13 +127,12 @@ def test_errno_reasons_are_readable() -> None:
     assert ll.describe_fs(ll.ACCESS_FS_REMOVE_FILE | 1 << 40) == ["REMOVE_FILE", hex(1 << 40)]
 
 
-def test_the_hide_switch_makes_landlock_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_product_has_no_switch_to_hide_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 12: the old test switch is gone; hiding is done from outside (tests/hide_landlock.py).
     monkeypatch.setenv("FS_NOTES_HIDE_LANDLOCK", "1")
-    with pytest.raises(ll.LandlockUnavailable):
-        ll.abi_version()
-    with pytest.raises(ll.LandlockUnavailable):
-        ll.create_ruleset(7, ll.ACCESS_FS_READ_FILE)
-    assert ll.errata() == 0
+    if requirement("landlock")[0] == "run":
+        assert ll.abi_version() >= 1
+    assert not hasattr(ll, "hidden")
 
 
 # -- plumbing: real syscalls that do not restrict anything ----------------------------------

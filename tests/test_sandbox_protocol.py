@@ -6,7 +6,6 @@ sandbox/protocol.py documents, so these tests pin the wire format itself.
 
 from __future__ import annotations
 
-import math
 import socket
 import struct
 import threading
@@ -29,21 +28,19 @@ from sandbox.protocol import (
     decode_reply,
     encode_delete,
     encode_identity,
-    encode_raw,
-    encode_sleep,
     encode_write,
     fs_error_frame,
     ok_frame,
     os_error_frame,
     parse_request,
 )
-from sandbox.worker import _State, handle, serve
+from sandbox.worker import State, handle, serve
 
 HEAD = struct.Struct(">BBHQQQqQqQ")  # op, flags, path_len, dev, ino, size, mtime, ctime
 LEN = struct.Struct(">I")
 DELETE, CREATE, UPDATE = 0x01, 0x02, 0x03
 UNLINK_RAW, CREATE_RAW, READ_RAW, SLEEP = 0x81, 0x82, 0x83, 0x84
-HAS_IDENTITY, HAS_DIR_FD = 0x01, 0x02
+HAS_IDENTITY = 0x01
 IDENT = Identity(1, 2, 3, 4, 5)
 T96 = 1 << 96
 
@@ -93,12 +90,12 @@ def test_write_requests_carry_the_note_bytes_raw() -> None:
     )
 
 
-def test_debug_requests_have_their_documented_layout() -> None:
-    assert unframe(encode_raw("unlink_raw", "/x")) == body(UNLINK_RAW, path=b"/x")
-    assert unframe(encode_raw("read_raw", "x", dir_fd=7)) == body(
-        READ_RAW, HAS_DIR_FD, path=b"x", tail=struct.pack(">I", 7)
-    )
-    assert unframe(encode_sleep(1.5)) == body(SLEEP, path=b"", tail=struct.pack(">d", 1.5))
+def test_the_old_debug_op_codes_are_not_part_of_the_production_protocol() -> None:
+    # Issue 12: no unchecked operation in the product; the attacker worker speaks its own frames.
+    for code in (UNLINK_RAW, CREATE_RAW, READ_RAW, SLEEP):
+        for kind in ("delete", "write"):
+            with pytest.raises(ProtocolError, match="operation not accepted"):
+                parse_request(body(code, path=b"/etc/passwd"), kind)
 
 
 @pytest.mark.parametrize(
@@ -114,7 +111,7 @@ def test_debug_requests_have_their_documented_layout() -> None:
 )
 def test_every_relpath_crosses_unchanged(relpath: str) -> None:
     # surrogatepass: a surrogate-escaped byte crosses as it did in the JSON format (as \udcc0).
-    req = parse_request(unframe(encode_delete(relpath, IDENT)), "delete", debug=False)
+    req = parse_request(unframe(encode_delete(relpath, IDENT)), "delete")
     assert (req.op, req.relpath, req.expected) == ("delete", relpath, IDENT)
 
 
@@ -128,7 +125,7 @@ EXTREME = [
 
 @pytest.mark.parametrize("ident", EXTREME)
 def test_identities_in_range_round_trip(ident: Identity) -> None:
-    req = parse_request(unframe(encode_delete("a.md", ident)), "delete", debug=False)
+    req = parse_request(unframe(encode_delete("a.md", ident)), "delete")
     assert req.expected == ident
     reply = decode_reply(unframe(ok_frame(ident)))
     assert reply == Reply(0, identity=ident)
@@ -151,16 +148,6 @@ def test_the_encoders_refuse_what_the_worker_would_refuse(relpath: object) -> No
 def test_an_identity_the_layout_cannot_hold_is_refused_by_the_encoder(ident: Identity) -> None:
     with pytest.raises(ProtocolError):
         encode_delete("a.md", ident)
-
-
-def test_the_encoders_refuse_bad_debug_arguments() -> None:
-    for dir_fd in (-1, 1 << 32):
-        with pytest.raises(ProtocolError):
-            encode_raw("unlink_raw", "x", dir_fd=dir_fd)
-    with pytest.raises(ProtocolError):
-        encode_raw("delete", "x")
-    with pytest.raises(ProtocolError):
-        encode_sleep("1")  # type: ignore[arg-type]
 
 
 def test_a_request_past_max_request_is_refused_before_it_is_built() -> None:
@@ -188,7 +175,7 @@ VALID = [
 def test_well_formed_requests_are_accepted(
     kind: str, raw: bytes, expected: Identity | None, data: bytes
 ) -> None:
-    req = parse_request(raw, kind, debug=False)
+    req = parse_request(raw, kind)
     assert (req.relpath, req.expected, req.data) == ("a.md", expected, data)
 
 
@@ -197,7 +184,7 @@ INVALID = [
     ("delete", body(CREATE), "operation not accepted"),  # wrong kind
     ("delete", body(UPDATE), "operation not accepted"),
     ("write", DEL, "operation not accepted"),
-    ("delete", body(UNLINK_RAW, path=b"/etc/passwd"), "operation not accepted"),  # no debug
+    ("delete", body(UNLINK_RAW, path=b"/etc/passwd"), "operation not accepted"),
     ("delete", body(SLEEP, path=b"", tail=struct.pack(">d", 1)), "operation not accepted"),
     ("delete", body(0x04), "operation not accepted"),  # unknown op codes
     ("delete", body(0x00), "operation not accepted"),
@@ -205,7 +192,7 @@ INVALID = [
     ("delete", DEL[: REQUEST_HEAD_SIZE - 1], "shorter"),
     ("delete", body(DELETE, ident=IDENT_WIRE), "flags"),  # delete needs an identity
     ("delete", body(DELETE, HAS_IDENTITY | 0x80, ident=IDENT_WIRE), "flags"),
-    ("delete", body(DELETE, HAS_IDENTITY | HAS_DIR_FD, ident=IDENT_WIRE), "flags"),
+    ("delete", body(DELETE, HAS_IDENTITY | 0x02, ident=IDENT_WIRE), "flags"),
     ("write", body(CREATE, HAS_IDENTITY, ident=IDENT_WIRE), "flags"),
     ("write", body(CREATE, ident=IDENT_WIRE), "identity fields set"),
     ("write", body(UPDATE, ident=(0, 0, 0, 0, 0, 0, 1)), "identity fields set"),
@@ -230,7 +217,7 @@ INVALID = [
 @pytest.mark.parametrize(("kind", "raw", "why"), INVALID)
 def test_malformed_or_foreign_requests_are_refused(kind: str, raw: bytes, why: str) -> None:
     with pytest.raises(ProtocolError, match=why):
-        parse_request(raw, kind, debug=False)
+        parse_request(raw, kind)
 
 
 BOUNDARY = [0, 1, (1 << 63) - 1, 1 << 63, T96 - 1, T96, -T96, -T96 - 1, (1 << 64) - 1]
@@ -249,50 +236,9 @@ def test_the_identity_ranges_are_those_of_identity_from_json(field: str, value: 
     raw = body(DELETE, HAS_IDENTITY, ident=wire(*fields.values()))
     if ident is None:
         with pytest.raises(ProtocolError, match="out of range"):
-            parse_request(raw, "delete", debug=False)
+            parse_request(raw, "delete")
     else:
-        assert parse_request(raw, "delete", debug=False).expected == ident
-
-
-DEBUG_VALID = [
-    (body(UNLINK_RAW, path=b"/etc/x"), "/etc/x", None, 0.0),
-    (body(CREATE_RAW, HAS_DIR_FD, path=b"x", tail=struct.pack(">I", 5)), "x", 5, 0.0),
-    (body(READ_RAW, HAS_DIR_FD, path=b"x", tail=struct.pack(">I", (1 << 31) - 1)), "x",
-     (1 << 31) - 1, 0.0),
-    (body(SLEEP, path=b"", tail=struct.pack(">d", 60.0)), "", None, 60.0),
-    (body(SLEEP, path=b"", tail=struct.pack(">d", 0.0)), "", None, 0.0),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("raw", "path", "dir_fd", "seconds"), DEBUG_VALID)
-def test_debug_ops_are_accepted_with_the_debug_flag(
-    raw: bytes, path: str, dir_fd: int | None, seconds: float
-) -> None:
-    req = parse_request(raw, "delete", debug=True)
-    assert (req.relpath, req.dir_fd, req.seconds) == (path, dir_fd, seconds)
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [
-        body(UNLINK_RAW, HAS_DIR_FD, path=b"x", tail=struct.pack(">I", 1 << 31)),
-        body(UNLINK_RAW, HAS_DIR_FD, path=b"x"),  # flag without the fd
-        body(UNLINK_RAW, path=b"x", tail=struct.pack(">I", 3)),  # fd without the flag
-        body(UNLINK_RAW, HAS_DIR_FD, path=b"x", tail=struct.pack(">Q", 3)),
-        body(UNLINK_RAW, HAS_IDENTITY, path=b"x", ident=IDENT_WIRE),
-        body(UNLINK_RAW, path=b"x", ident=IDENT_WIRE),
-        body(SLEEP, path=b"", tail=struct.pack(">d", 61)),
-        body(SLEEP, path=b"", tail=struct.pack(">d", -0.5)),
-        body(SLEEP, path=b"", tail=struct.pack(">d", math.nan)),
-        body(SLEEP, path=b"", tail=struct.pack(">d", math.inf)),
-        body(SLEEP, path=b"", tail=struct.pack(">f", 1)),
-        body(SLEEP, path=b"x", tail=struct.pack(">d", 1)),  # sleep takes no path
-        body(SLEEP, HAS_DIR_FD, path=b"", tail=struct.pack(">d", 1)),
-    ],
-)
-def test_debug_ops_are_validated_too(raw: bytes) -> None:
-    with pytest.raises(ProtocolError):
-        parse_request(raw, "delete", debug=True)
+        assert parse_request(raw, "delete").expected == ident
 
 
 # -- replies ---------------------------------------------------------------------------------
@@ -375,14 +321,14 @@ class FakeRoot:
 )
 def test_the_worker_maps_each_outcome_to_one_reply(exc: BaseException | None, reply: bytes) -> None:
     root = FakeRoot(exc)
-    state = _State("delete", False, root)
+    state = State("delete", root)
     assert unframe(handle(state, DEL)) == reply
     assert root.calls == [("a.md", IDENT)]
 
 
 def test_the_worker_answers_bad_requests_without_acting() -> None:
     root = FakeRoot(None)
-    state = _State("delete", False, root)
+    state = State("delete", root)
     out_of_range = body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 1 << 63, 0, 0))
     assert handle(state, out_of_range) == BAD_REQUEST_FRAME
     assert handle(state, body(UNLINK_RAW, path=b"/x")) == BAD_REQUEST_FRAME
@@ -398,7 +344,7 @@ class Served:
         self.root = FakeRoot(None)
         self.result: list[int] = []
         channel = Channel(self._theirs, MAX_REQUEST)
-        state = _State("delete", False, self.root)
+        state = State("delete", self.root)
         self._thread = threading.Thread(target=lambda: self.result.append(serve(channel, state)))
         self._thread.start()
 

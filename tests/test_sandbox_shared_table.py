@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 from escape_cases import CASES, EscapeCase, build_layout
+from layers import requirement
 
+from fs_notes.exercises.rawworker import RawWorker
 from sandbox.errors import ConfinementError, OsRefused
-from sandbox.supervisor import ConfinedWorker, DebugOptions
-from sandbox.testing import requirement
+from sandbox.supervisor import ConfinedWorker
 
 CONFINED = ["landlock", "chroot"]
 # Cases whose raw unlink reaches outside/secret.md when nothing confines the worker.
@@ -55,8 +56,7 @@ def run_case(base: Path, case: EscapeCase, mode: str) -> tuple[str, Snapshot, Sn
     root = base / f"{mode}-{case.name}"
     build_layout(root, case.layout)
     before = snapshot(root, case)
-    options = DebugOptions(hide_landlock=mode == "chroot")
-    with ConfinedWorker(str(root / "ws"), "delete", mode, debug=options) as worker:  # type: ignore[arg-type]
+    with RawWorker(str(root / "ws"), "delete", mode) as worker:  # type: ignore[arg-type]
         try:
             worker.unlink_raw(case.note_id_in(root))
             outcome = "unlinked"

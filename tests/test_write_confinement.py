@@ -10,7 +10,8 @@ from typing import Any
 
 import psutil
 import pytest
-from oslayer import host_mode, make_layer, nothing_enforceable, policy_for
+from layers import requirement
+from oslayer import chroot_only, host_mode, make_layer, nothing_enforceable, policy_for
 from wire import StdioServer, call_tool
 
 import sandbox.probe
@@ -23,7 +24,6 @@ from fs_notes.policy import Policy, Principal
 from fs_notes.protocol.envelope import Request
 from fs_notes.serve import ConfirmParts, build_server, open_roots
 from fs_notes.tools.confined import ConfinedDeleters, ConfinedWriters, OsLayer
-from sandbox.testing import requirement
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -166,7 +166,7 @@ def test_allow_unconfined_lets_writes_run_in_an_unconfined_worker(
 def test_a_workspace_requiring_landlock_refuses_writes_on_a_chroot_only_host(
     notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
 ) -> None:
-    monkeypatch.setenv("FS_NOTES_HIDE_LANDLOCK", "1")
+    monkeypatch.setattr(sandbox.probe, "probe", chroot_only)
     layer = make_layer(policy_for(notes, "landlock"), allow_unconfined=True)
     layers.append(layer)
     server = Server(policy_for(notes, "landlock"), layer, tmp_path)
@@ -192,7 +192,7 @@ def test_a_chroot_only_host_writes_where_the_policy_accepts_chroot(
         pytest.fail(why)
     if verdict == "skip":
         pytest.skip(why)
-    monkeypatch.setenv("FS_NOTES_HIDE_LANDLOCK", "1")
+    monkeypatch.setattr(sandbox.probe, "probe", chroot_only)
     layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
     ConfinedWriters(layer).update("notes", "a.md", b"# A2\n")

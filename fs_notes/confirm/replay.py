@@ -49,6 +49,7 @@ __all__ = [
 RETENTION_MARGIN = 600.0
 PRUNE_BATCH = 64
 BUSY_TIMEOUT_MS = 10_000
+WAL_ATTEMPTS = 10  # switching a new file to WAL, when another process does it at once
 
 _NONCE_RE = re.compile(r"[0-9a-f]{32}")
 _SCHEMA = (
@@ -102,6 +103,20 @@ def default_replay_path(environ: Mapping[str, str] | None = None) -> str:
     return os.path.join(directory, "replay.sqlite3")
 
 
+def _journal_mode_wal(conn: sqlite3.Connection) -> object:
+    """Switch to WAL. Two processes opening a new file at once can both want the lock the switch
+    needs; SQLite then answers one of them "database is locked" at once, without its busy
+    handler (it would deadlock): try again, a bounded number of times."""
+    for attempt in range(WAL_ATTEMPTS):
+        try:
+            return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == WAL_ATTEMPTS - 1:
+                raise
+            time.sleep(0.02 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 class ReplayStore:
     """Spent confirmation nonces in a SQLite file shared by every process that opens it."""
 
@@ -139,7 +154,7 @@ class ReplayStore:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = _journal_mode_wal(conn)
             if str(mode).lower() != "wal":
                 raise sqlite3.OperationalError(f"replay store cannot use WAL (got {mode!r})")
             conn.execute("PRAGMA synchronous = NORMAL")

@@ -2,15 +2,15 @@
 
 The real deleter (`tools.confined.ConfinedDeleters`) sends the note id to a confined worker that
 resolves it again with the filesystem layer. With layer 2 knocked out, the worker must not do
-that either, so `RawDeleters` uses the worker's debug operation `unlink_raw` (a bare unlinkat
-from the workspace folder: no resolution checks at all) while keeping everything that makes up
-the OS layer: the same mode choice (Landlock if the server confined itself or the host enforces
-it, else chroot, else refuse: fail closed), the workspace's minimum sandbox level, a fresh
-confined worker per workspace, and every other fd closed in the worker (a leaked fd handed to it
-with `leak_fds` must be closed by it: `keep_extra_fds=False`).
+that either, so `RawDeleters` uses the attacker worker (`rawworker.RawWorker`: confined through
+the real worker's own entry point, then a bare unlinkat from the workspace folder, no resolution
+checks at all) while keeping everything that makes up the OS layer: the same mode choice
+(Landlock if the server confined itself or the host enforces it, else chroot, else refuse: fail
+closed), the workspace's minimum sandbox level, a fresh confined worker per workspace, and every
+other fd closed in the worker (a leaked fd handed to it with `leak_fds` must be closed by it).
 
 Guarantees: a refusal of the OS layer reaches the caller as `OsLayerFailed` (as in `serve`).
-Does not: exist in `serve` (debug operations are never enabled there).
+Does not: exist in `serve` (which never starts the attacker worker).
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ import logging
 import threading
 
 from sandbox.errors import NoEnforceableLayer, OsRefused, SandboxError
-from sandbox.supervisor import ConfinedWorker, DebugOptions, Mode
+from sandbox.supervisor import Mode
 
 from ..fs import FsError, Identity, InvalidPath
 from ..policy import Policy
 from ..tools.confined import OsLayerFailed
+from .rawworker import RawWorker
 
 log = logging.getLogger("fs_notes.exercises")
 
@@ -39,7 +40,7 @@ class RawDeleters:
         self._lock = threading.Lock()
         self._mode: Mode | None = None
         self._refused: str | None = None
-        self._workers: dict[str, ConfinedWorker] = {}
+        self._workers: dict[str, RawWorker] = {}
 
     def _choose(self) -> None:
         if self._mode is not None or self._refused is not None:
@@ -54,7 +55,7 @@ class RawDeleters:
         except NoEnforceableLayer:
             self._refused = "no OS containment layer can be enforced on this host"
 
-    def _worker(self, workspace: str) -> ConfinedWorker:
+    def _worker(self, workspace: str) -> RawWorker:
         with self._lock:
             self._choose()
             if self._mode is None:
@@ -64,9 +65,8 @@ class RawDeleters:
                 raise OsLayerFailed(f'the workspace requires sandbox "{ws.sandbox}"')
             worker = self._workers.get(workspace)
             if worker is None:
-                debug = DebugOptions(ops=True, extra_fds=self._leak_fds, keep_extra_fds=False)
                 try:
-                    worker = ConfinedWorker(ws.path, "delete", self._mode, debug=debug)
+                    worker = RawWorker(ws.path, "delete", self._mode, passed_fds=self._leak_fds)
                 except (SandboxError, FsError, OSError) as exc:
                     log.error("raw delete worker for %s did not start: %s", workspace, exc)
                     raise OsLayerFailed("the confined delete worker could not be started") from None

@@ -10,8 +10,9 @@ stdio, with these differences and no others:
 - `--knockout lexical`: note ids and folders reach the filesystem layer unchecked, and URIs are
   parsed naively (`naive.naive_uri_parts`); authorization still decides which workspace.
 - `--knockout filesystem`: `naive.NaiveRoot` instead of `fs.WorkspaceRoot` (path strings, plain
-  open/unlink), and deletion by the confined worker's raw unlink (`rawdelete.RawDeleters`);
-  writes happen in this (still self-confined) process, the write worker having no raw mode.
+  open/unlink), and deletion by the attacker worker's bare unlink (`rawdelete.RawDeleters`,
+  confined through the real worker's entry point); writes happen in this (still self-confined)
+  process.
 - `--knockout os`: no self-confinement and no workers: writes and deletions in-process.
 - Every response carries the refusal trace of its request (`trace.TRACE_KEY`).
 - `--leak-fd DIR` (repeatable) keeps DIR open as an inheritable fd `LEAK_FD` (+1, ...): a leak to

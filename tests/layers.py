@@ -1,10 +1,12 @@
 """When a containment test may run, must fail, or may skip: one rule for every test of layer 3.
 
 Guarantees: `requirement("landlock")` answers "run" only if the probe saw Landlock *enforced*
-(and at least the ABI in FS_NOTES_EXPECT_LANDLOCK, when set); "hidden" when the test switch
-FS_NOTES_HIDE_LANDLOCK=1 is on (the test must then prove the landlock worker refuses to start:
-fail closed); otherwise "fail" when CI=true or FS_NOTES_EXPECT_LANDLOCK is set, and "skip" only
-on a developer machine. `requirement("chroot")` is "run", else "fail" under CI=true, else "skip".
+(and at least the ABI in FS_NOTES_EXPECT_LANDLOCK, when set); "hidden" when the tests run under
+tests/hide_landlock.py (which sets FS_NOTES_TEST_LANDLOCK_HIDDEN=1) and the probe indeed finds no
+Landlock (the test must then prove the landlock worker refuses to start: fail closed; a launcher
+that did not hide it is a failure); otherwise "fail" when CI=true or FS_NOTES_EXPECT_LANDLOCK is
+set, and "skip" only on a developer machine. `requirement("chroot")` is "run", else "fail" under
+CI=true, else "skip". A test helper: the product never reads these variables.
 
 Does not: import pytest (the tests turn the verdict into pytest.fail / pytest.skip), or probe
 more than once per process.
@@ -16,7 +18,6 @@ import functools
 import os
 from typing import Literal
 
-from sandbox import landlock_abi
 from sandbox.probe import HostReport, probe
 
 Verdict = Literal["run", "hidden", "fail", "skip"]
@@ -34,10 +35,12 @@ def requirement(layer: Literal["landlock", "chroot"]) -> tuple[Verdict, str]:
         if report.chroot:
             return "run", ""
         return ("fail" if ci else "skip"), f"chroot unavailable: {report.chroot_reason}"
-    if landlock_abi.hidden():
-        return "hidden", "Landlock hidden by FS_NOTES_HIDE_LANDLOCK=1"
-    expect = os.environ.get("FS_NOTES_EXPECT_LANDLOCK", "")
     report = host_report()
+    if os.environ.get("FS_NOTES_TEST_LANDLOCK_HIDDEN") == "1":
+        if report.landlock_enforced:
+            return "fail", "tests/hide_landlock.py ran, yet the probe found Landlock enforced"
+        return "hidden", "Landlock hidden by tests/hide_landlock.py"
+    expect = os.environ.get("FS_NOTES_EXPECT_LANDLOCK", "")
     if report.landlock_enforced:
         if expect.isdigit() and (report.landlock_abi or 0) < int(expect):
             return "fail", f"Landlock ABI {report.landlock_abi} < expected {expect}"
