@@ -14,6 +14,7 @@ Guarantees: nothing in `fs-notes serve` starts it. Does not: check any path: tha
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -23,6 +24,8 @@ from typing import Any
 from sandbox import worker
 from sandbox.protocol import BAD_REQUEST_FRAME, OK_FRAME, os_error_frame
 
+from . import compromised
+
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 MAX_SLEEP = 60.0
@@ -30,6 +33,11 @@ MAX_SLEEP = 60.0
 
 def _act(request: dict[str, Any]) -> bytes:
     op, path, dir_fd = request.get("op"), request.get("path", ""), request.get("dir_fd")
+    if op == "attack":  # the compromised-worker class: attacker code after confinement
+        result = compromised.attack(
+            str(request["attack"]), path, str(request["planted"]), int(request["victim"])
+        )
+        return OK_FRAME if result == "ok" else os_error_frame(getattr(errno, result, 0))
     if op == "sleep":
         time.sleep(min(float(request.get("seconds", 0.0)), MAX_SLEEP))
         return OK_FRAME

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .compromised import OPS as COMPROMISED_OPS
 from .steps import (
+    Compromised,
     Delete,
     Mutate,
     Race,
@@ -60,11 +62,12 @@ REPLACED = "the note replaced between elicitation and confirmation"
 WS_REPLACED = "the workspace folder itself replaced after start-up"
 FD_LEAK = "an fd leaked into the worker"
 ROOTS = "client roots trying to widen the scope"
+COMPROMISED = "a compromised server or worker: attacker code after confinement"
 
 CLASSES = (
     PREFIX, DOTDOT, ENCODED, SEPARATORS, NUL, UTF8, HOST, ODD_URI, ABSOLUTE, ODD_ID, FINAL_LINK,
     DIR_LINK, DANGLING, CHAINS, SWAP, RENAMED, MAGIC, MOUNT, HARDLINK, SPECIAL, DIR_MD, LONG,
-    LOOKALIKE, RENDERING, REPLACED, WS_REPLACED, FD_LEAK, ROOTS,
+    LOOKALIKE, RENDERING, REPLACED, WS_REPLACED, FD_LEAK, ROOTS, COMPROMISED,
 )  # fmt: skip
 
 
@@ -515,6 +518,31 @@ ATTACKS: tuple[Attack, ...] = (
         ),
         "a client that declares roots and names a folder it was not granted",
     ),
+)
+
+_WHERE = {"server": "the server", "delete": "a delete worker", "write": "a write worker"}
+_DOES = {
+    "chmod": "makes outside/secret.md setuid and world-writable",
+    "chown": "gives outside/secret.md to nobody",
+    "utime": "resets outside/secret.md's times",
+    "setxattr": "sets an extended attribute on outside/secret.md",
+    "link": "hard-links outside/secret.md as outside/planted",
+    "mknod": "plants a node at outside/planted",
+    "unlink": "removes outside/secret.md",
+    "read": "reads outside/secret.md",
+    "ptrace": "attaches to another process with ptrace",
+}
+ATTACKS += tuple(
+    Attack(
+        f"compromised-{where}-{op}",
+        COMPROMISED,
+        _NOTE,
+        (Compromised(where, op),),
+        f"code running in {_WHERE[where]} after its confinement {_DOES[op]}",
+        protected=(OUTSIDE_NOTE, "outside/planted"),
+    )
+    for where in ("server", "delete", "write")
+    for op in COMPROMISED_OPS
 )
 
 BY_NAME = {a.name: a for a in ATTACKS}

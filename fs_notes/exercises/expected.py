@@ -73,6 +73,16 @@ EXPECTED: dict[str, tuple[str, str, str, str]] = {
     "fd-leak-worker": (F, F, OS, F),
     "client-roots": (P, P, P, P),
 }
+# Attacker code in the server or a worker after confinement: the OS layer alone stands (Landlock
+# for paths, the system-call filter for metadata, links, nodes, ptrace); without it, it escapes.
+_COMPROMISED_OPS = ("chmod", "chown", "utime", "setxattr", "link", "mknod", "unlink", "read")
+EXPECTED.update(
+    {
+        f"compromised-{where}-{op}": (OS, OS, OS, X)
+        for where in ("server", "delete", "write")
+        for op in (*_COMPROMISED_OPS, "ptrace")
+    }
+)
 
 
 #: Names served as the literal names they are (issue 11): with any layer there is nothing to

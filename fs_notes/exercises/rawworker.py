@@ -20,9 +20,11 @@ point.
 
 from __future__ import annotations
 
+import errno
 import json
 from typing import Any, Literal
 
+from sandbox.errors import OsRefused
 from sandbox.supervisor import ConfinedWorker, Mode
 
 
@@ -74,6 +76,18 @@ class RawWorker(ConfinedWorker):
     def read_raw(self, path: str, *, dir_fd: int | None = None, timeout: float = 5.0) -> None:
         """A bare open + read in the worker (the bytes stay there; only success is told)."""
         self._raw({"op": "read", "path": path, "dir_fd": dir_fd}, timeout)
+
+    def attack(self, op: str, target: str, planted: str, victim: int) -> str:
+        """Attacker code in the confined worker (`compromised.attack`): "ok" or the errno name."""
+        try:
+            self._raw(
+                {"op": "attack", "attack": op, "path": target, "planted": planted,
+                 "victim": victim},
+                5.0,
+            )  # fmt: skip
+        except OsRefused as exc:
+            return errno.errorcode.get(exc.errno, str(exc.errno))
+        return "ok"
 
     def sleep(self, seconds: float, timeout: float = 5.0) -> None:
         """Keep the worker busy for `seconds`."""

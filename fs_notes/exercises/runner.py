@@ -38,6 +38,7 @@ from typing import Any
 from . import shown
 from .catalogue import ATTACKS, Attack
 from .client import TargetClient, TargetFailed, meta
+from .compromised import traced_by
 from .layout import (
     FileState,
     HostLimit,
@@ -48,11 +49,11 @@ from .layout import (
     snapshot,
 )
 from .mountns import can_bind
-from .steps import Delete, Mutate, Mutation, Race, Request, fill
+from .steps import Compromised, Delete, Mutate, Mutation, Race, Request, fill
 from .swap import exchange
 from .target import LEAK_FD
 from .trace import LAYERS, TRACE_KEY, Event
-from .tracing import CONFIG_METHOD
+from .tracing import COMPROMISED_METHOD, CONFIG_METHOD
 
 COLUMNS = ("all", "no-lexical", "no-filesystem", "no-os")
 KNOCKOUT = {"all": "none", "no-lexical": "lexical", "no-filesystem": "filesystem", "no-os": "os"}
@@ -164,6 +165,8 @@ class _Column:
         self.leak_fd: dict[str, int] = {}
         self.config: dict[str, Any] = {}
         self.exit_note: str | None = None
+        self.ws_names: dict[str, str] = {}
+        self.victims: list[subprocess.Popen[bytes]] = []  # reaped when the target is gone
 
     def _names(self, attack: Attack) -> dict[str, str]:
         root = self.base / attack.name
@@ -174,6 +177,7 @@ class _Column:
             "rootq": quoted,
             "root": str(root),
             "leakfd": str(self.leak_fd.get(attack.name, "")),
+            "wsname": self.ws_names.get(attack.name, ""),
         }
 
     # -- set-up ----------------------------------------------------------------------------
@@ -203,6 +207,7 @@ class _Column:
     def _policy(self, attacks: list[Attack]) -> Path:
         lines = ['[[principal]]\nname = "exerciser"\nlocal = true\n']
         for i, attack in enumerate(attacks):
+            self.ws_names[attack.name] = f"a{i}"
             ws = json.dumps(str(self.base / attack.name / "ws"))
             ops = json.dumps(list(attack.operations))
             lines.append(f'[[workspace]]\nname = "a{i}"\npath = {ws}\nsandbox = "chroot"\n')
@@ -241,6 +246,8 @@ class _Column:
                 code = self.client.close()
                 if code != 0:
                     self.exit_note = f"{self.column}: the target exited with status {code}"
+                for victim in self.victims:
+                    victim.wait(timeout=10)
         return outcomes
 
     def _send(self, request: Request, names: dict[str, str], run: _Run) -> dict[str, Any]:
@@ -268,6 +275,19 @@ class _Column:
         if request.harm_if_ok and _ok(response):
             run.harm.append(f"{request.method} succeeded on a non-note: {_message(response)}")
         return response
+
+    def _compromised(self, step: Compromised, names: dict[str, str], run: _Run) -> None:
+        params = {
+            "where": step.where,
+            "op": step.op,
+            "target": "{root}/outside/secret.md",
+            "planted": "{root}/outside/planted",
+            "victim": "{victim}",
+            "workspace": "{wsname}",
+        }
+        response = self._send(Request(COMPROMISED_METHOD, params), names, run)
+        result = response.get("result", {})
+        run.notes.append(f"{step.op} in the {step.where} process: {result.get('result', '?')}")
 
     def _delete(self, step: Delete, root: Path, names: dict[str, str], run: _Run,
                 after_mutation: Callable[[], None]) -> None:  # fmt: skip
@@ -334,9 +354,15 @@ class _Column:
                     keep[path] = snapshot(path)
 
         run = _Run()
+        victim = None
+        if any(isinstance(step, Compromised) for step in attack.steps):
+            victim = subprocess.Popen(["sleep", "60"])  # a process the attacker must not trace
+            names["victim"] = str(victim.pid)
         try:
             for step in attack.steps:
-                if isinstance(step, Request):
+                if isinstance(step, Compromised):
+                    self._compromised(step, names, run)
+                elif isinstance(step, Request):
                     self._send(step, names, run)
                 elif isinstance(step, Mutate):
                     for m in step.mutations:
@@ -349,6 +375,16 @@ class _Column:
         except TargetFailed as exc:
             self.failed = f"the target failed during {attack.name}: {exc}"
             return Outcome("n/a", why=self.failed, requests=len(run.responses))
+        finally:
+            if victim is not None:
+                tracer = traced_by(victim.pid)
+                if tracer:
+                    run.harm.append(f"the victim process {victim.pid} was traced by {tracer}")
+                victim.kill()
+                try:  # a traced victim is reaped only once its tracer (the target) lets go
+                    victim.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    self.victims.append(victim)
         reads = self.host.get("atime", "") == ""
         for path in protected:
             how = changed(before[path], snapshot(path), reads=reads)

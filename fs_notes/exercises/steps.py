@@ -58,7 +58,17 @@ class Race:
     request: Request
 
 
-Step = Request | Mutate | Delete | Race
+@dataclass(frozen=True)
+class Compromised:
+    """Attacker code after confinement (`compromised.attack`): `op` on outside/secret.md (or
+    planting outside/planted, or tracing a victim process) from inside `where`: the server
+    process itself, or an attacker worker confined like the delete or the write worker."""
+
+    where: Literal["server", "delete", "write"]
+    op: str
+
+
+Step = Request | Mutate | Delete | Race | Compromised
 
 
 def tool(name: str, **arguments: Any) -> Request:

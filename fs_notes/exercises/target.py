@@ -30,17 +30,23 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from sandbox.supervisor import Mode
 
 from ..cli import ConfigError
-from ..policy import PolicyError, load_policy
+from ..policy import Policy, PolicyError, load_policy
 from ..serve import build_server, open_confirm_parts, open_roots
 from ..tools.context import NoteRoot
 from ..tools.delete import NoteDeleter
 from ..tools.write_tools import NoteWriter
+from .compromised import attack, refused
 from .naive import PERMISSIVE_IDS, NaiveRoot
+from .rawworker import RawWorker
 from .trace import Trace
 from .tracing import (
+    COMPROMISED_METHOD,
     TracingDeleter,
     TracingDispatcher,
     TracingPolicy,
@@ -86,6 +92,47 @@ def _confine_self(knockout: str, policy_path: str, replay_db: str) -> bool:
     except SelfConfinementFailed as exc:
         raise ConfigError(f"self-confinement failed: {exc}") from None
     return done.enforced
+
+
+class _Attackers:
+    """The compromised-process class: attacker code in this (confined) server, or in attacker
+    workers confined like the real ones; in the no-os knock-out, here, unconfined."""
+
+    def __init__(self, policy: Policy, knockout: str, self_confined: bool, trace: Trace) -> None:
+        self._paths = {ws.name: ws.path for ws in policy.workspaces}
+        self._knockout, self._self_confined, self._trace = knockout, self_confined, trace
+        self._workers: dict[tuple[str, str], RawWorker] = {}
+
+    def _mode(self) -> Mode:
+        if self._self_confined:
+            return "landlock"
+        from sandbox.probe import probe, select_mode
+
+        return select_mode(probe(), False)
+
+    def _worker(self, workspace: str, kind: Literal["delete", "write"]) -> RawWorker:
+        worker = self._workers.get((workspace, kind))
+        if worker is None:
+            worker = RawWorker(self._paths[workspace], kind, self._mode())
+            self._workers[(workspace, kind)] = worker
+        return worker
+
+    def handle(self, params: dict[str, Any]) -> dict[str, Any]:
+        where, op = str(params["where"]), str(params["op"])
+        target, planted, victim = str(params["target"]), str(params["planted"]), params["victim"]
+        if where == "server" or self._knockout == "os":
+            result = attack(op, target, planted, int(victim))
+        else:
+            kind: Literal["delete", "write"] = "delete" if where == "delete" else "write"
+            worker = self._worker(str(params["workspace"]), kind)
+            result = worker.attack(op, target, planted, int(victim))
+        if refused(result):
+            self._trace.record("os", f"{op} in the {where} process refused ({result})")
+        return {"result": result}
+
+    def close(self) -> None:
+        for worker in self._workers.values():
+            worker.close()
 
 
 def run(argv: Sequence[str]) -> int:
@@ -165,9 +212,15 @@ def run(argv: Sequence[str]) -> int:
     log.warning("knock-out target: %s", config)
     from ..transport import stdio
 
+    attackers = _Attackers(policy, knockout, self_confined, trace)
+    closers.append(attackers.close)
+    private: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        COMPROMISED_METHOD: attackers.handle
+    }
     try:
         out = stdio.claim_stdout()
-        asyncio.run(stdio.serve(TracingDispatcher(dispatcher, trace, config), principal, out))
+        dispatch = TracingDispatcher(dispatcher, trace, config, private)
+        asyncio.run(stdio.serve(dispatch, principal, out))
     finally:
         for close in closers:
             close()

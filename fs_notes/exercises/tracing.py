@@ -38,6 +38,7 @@ from .trace import TRACE_KEY, Trace, record_fs
 
 MAX_SKIPPED_SHOWN = 5
 CONFIG_METHOD = "x-fs-notes-exercise/config"
+COMPROMISED_METHOD = "x-fs-notes-exercise/compromised"
 MAX_SCANNED = 4000
 
 
@@ -290,17 +291,28 @@ class TracingDispatcher(Dispatcher):
     """The real dispatcher; each response carries the refusal events of its request, and the
     private method `CONFIG_METHOD` answers what was knocked out (so a run can prove it)."""
 
-    def __init__(self, inner: Dispatcher, trace: Trace, config: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        inner: Dispatcher,
+        trace: Trace,
+        config: dict[str, Any],
+        private: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+    ) -> None:
         super().__init__({})
         self._inner = inner
         self._trace = trace
         self._config = config
+        self._private = private or {}
 
     def handle(
         self, msg: Request | Notification, principal: CallPrincipal, transport: str
     ) -> dict[str, Any] | None:
         if isinstance(msg, Request) and msg.method == CONFIG_METHOD:
             return result_response(msg.id, dict(self._config))
+        if isinstance(msg, Request) and msg.method in self._private:
+            with self._trace.collect() as events:
+                result = self._private[msg.method](dict(msg.params or {}))
+            return {**result_response(msg.id, result), TRACE_KEY: [e.to_json() for e in events]}
         with self._trace.collect() as events:
             response = self._inner.handle(msg, principal, transport)
         if response is None:
