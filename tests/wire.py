@@ -179,9 +179,11 @@ def child_env(**extra: str) -> dict[str, str]:
 class StdioServer:
     """`fs-notes serve ...` on pipes; lines in, parsed JSON lines out."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, launcher: tuple[str, ...] = ()
+    ) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fs_notes", *args],
+            [*launcher, sys.executable, "-m", "fs_notes", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
