@@ -64,7 +64,8 @@ def test_a_confirmed_deletion_inside_bubblewrap(tmp_path: Path) -> None:
     (notes / "plan.md").write_text("# Plan\n")
     (notes / "keep.md").write_text("# Keep\n")
     state = tmp_path / "state"
-    launcher = (LAUNCHER, "--rw", str(notes), "--rw", str(state), "--")
+    # The checkout may itself live under /tmp (CI's clone), which bwrap replaces: show it again.
+    launcher = (LAUNCHER, "--ro", str(REPO), "--rw", str(notes), "--rw", str(state), "--")
     server = StdioServer(
         "--log-level", "info", "serve", str(notes), "--replay-db", str(state / "replay.db"),
         launcher=launcher,
