@@ -530,3 +530,15 @@ def test_open_dir_gives_a_new_close_on_exec_folder_fd_beneath_the_root(ws: WS) -
     with pytest.raises(Escape):
         root.open_dir("..")
     assert not os.get_inheritable(root.fd)
+
+
+def test_a_folder_too_deep_to_list_is_reported_not_silently_dropped(ws: WS) -> None:
+    path, root = ws
+    deep = path.joinpath(*["d"] * 32)
+    deep.mkdir(parents=True)
+    (deep / "x.md").write_text("x")  # 33 components: beyond every path operation's cap
+    (path / "ok.md").write_text("x")
+    left_out: list[tuple[str, str]] = []
+    listed = [n for n, _ in root.iter_notes(on_skip=lambda n, why: left_out.append((n, why)))]
+    assert listed == ["ok.md"]
+    assert left_out == [("d/" * 31 + "d/", "folder too deep")]

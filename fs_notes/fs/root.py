@@ -392,6 +392,8 @@ class WorkspaceRoot:
                             yield from self._iter_tree(
                                 child, prefix + key, depth + 1, after, on_skip
                             )
+                    elif on_skip is not None:
+                        on_skip(prefix + key, "folder too deep")  # not opened: its notes uncounted
                     continue
                 try:
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
