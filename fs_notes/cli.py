@@ -47,7 +47,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not confine the server process itself with Landlock (workers still are)",
     )
-    serve.add_argument("--port-file", help=argparse.SUPPRESS)
+    serve.add_argument(
+        "--port-file",
+        metavar="FILE",
+        help="with --http HOST:0 (any free port): write the port chosen to FILE once listening "
+        "(for a supervisor or script that starts fs-notes; the server may write in FILE's folder)",
+    )
 
     check = sub.add_parser("check", help="which containment layers this host can enforce")
     check.add_argument("--json", action="store_true")

@@ -52,7 +52,7 @@ from typing import Any
 from sandbox import landlock_abi as ll
 from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
 from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
-from sandbox.process import CAP_NET_BIND_SERVICE, CAP_SETPCAP
+from sandbox.process import CAP_NET_BIND_SERVICE, CAP_SETGID, CAP_SETPCAP, CAP_SETUID
 from sandbox.seccomp import Profile
 
 from .policy import Policy
@@ -86,11 +86,15 @@ NAME_SERVICE_FILES = (
     "/etc/resolv.conf",
 )
 #: Capabilities a server started as root keeps (and its workers inherit, in the bounding set):
-#: what the workers need for notes owned by other users, and CAP_SETPCAP so that each worker
-#: can shed what its kind does not need (it grants nothing beyond the bounding set). Everything
-#: else, e.g. CAP_SYS_MODULE or CAP_SYS_RAWIO, which reach past Landlock, is dropped
-#: (CAP_NET_BIND_SERVICE stays only for an HTTP port below 1024).
-SERVER_CAPABILITIES = KEPT_CAPABILITIES | WRITE_EXTRA_CAPABILITIES | {CAP_SETPCAP}
+#: what the workers need for notes owned by other users, CAP_SETPCAP so that each worker
+#: can shed what its kind does not need (it grants nothing beyond the bounding set), and
+#: CAP_SETUID/CAP_SETGID so that a worker of a folder owned by another user becomes that
+#: user. Everything else, e.g. CAP_SYS_MODULE or CAP_SYS_RAWIO, which reach past Landlock, is
+#: dropped (CAP_NET_BIND_SERVICE stays only for an HTTP port below 1024; without Landlock,
+#: CAP_SYS_CHROOT stays for the chroot workers).
+SERVER_CAPABILITIES = (
+    KEPT_CAPABILITIES | WRITE_EXTRA_CAPABILITIES | {CAP_SETPCAP, CAP_SETUID, CAP_SETGID}
+)
 SYSTEM_LIBRARY_FOLDERS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 #: The server's own top-level packages (the worker imports both).
 OWN_PACKAGES = ("fs_notes", "sandbox")
@@ -392,12 +396,28 @@ def confine_server(
     seccomp.available()  # load libseccomp now: finding it runs ldconfig, which Landlock forbids
     reason = unavailable_reason()
     if reason is not None:  # no Landlock: the chroot workers need chroot/unshare from us
-        return replace(SelfConfinement(False, None, reason), seccomp=_filter("server-chroot"))
+        caps = _limit_for_chroot_workers(http_port)
+        done = SelfConfinement(False, None, reason, effective_caps=caps)
+        return replace(done, seccomp=_filter("server-chroot"))
     plan = build_plan(policy, replay_db=replay_db, http_port=http_port, port_file=port_file)
     done = apply(plan)
     for g in done.grants:
         log.debug("self-confinement rule: %s %s (%s)", g.path, ll.describe_fs(g.rights), g.why)
     return replace(done, seccomp=_filter("server"))
+
+
+def _limit_for_chroot_workers(http_port: int | None) -> int:
+    """Without Landlock the server still sheds every capability but its workers' (and
+    CAP_SYS_CHROOT for their chroot): CAP_SYS_ADMIN, CAP_LINUX_IMMUTABLE, CAP_SYS_MODULE, ... go."""
+    from sandbox.process import CAP_SYS_CHROOT, limit_capabilities
+
+    keep = SERVER_CAPABILITIES | {CAP_SYS_CHROOT}
+    if http_port is not None and http_port < 1024:
+        keep |= {CAP_NET_BIND_SERVICE}
+    try:
+        return limit_capabilities(frozenset(keep))
+    except OSError as exc:
+        raise SelfConfinementFailed(f"capabilities could not be limited: {exc}") from None
 
 
 def _filter(profile: Profile) -> dict[str, Any]:

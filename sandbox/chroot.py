@@ -37,6 +37,9 @@ from sandbox.process import (
     CAP_CHOWN,
     CAP_DAC_OVERRIDE,
     CAP_FOWNER,
+    CAP_SETGID,
+    CAP_SETUID,
+    become,
     capabilities,
     drop_capabilities,
     set_no_new_privs,
@@ -86,11 +89,17 @@ def _enter_user_namespace() -> None:
     _write("/proc/self/gid_map", f"0 {gid} 1")
 
 
-def enter_chroot(workspace_fd: int, *, extra_caps: frozenset[int] = frozenset()) -> ChrootReport:
+def enter_chroot(
+    workspace_fd: int,
+    *,
+    extra_caps: frozenset[int] = frozenset(),
+    owner: tuple[int, int] | None = None,
+) -> ChrootReport:
     """chroot into the directory `workspace_fd` names, then shed privileges. Irreversible.
 
     `extra_caps` are kept besides `KEPT_CAPABILITIES` (the write worker keeps CAP_CHOWN so a
-    replaced note keeps its owner).
+    replaced note keeps its owner). With `owner` (uid, gid), as root: after the chroot, become
+    that user, with no capability at all (the workspace's owner needs none for its own folder).
     """
     before = os.fstat(workspace_fd)
     user_namespace = os.geteuid() != 0
@@ -103,5 +112,9 @@ def enter_chroot(workspace_fd: int, *, extra_caps: frozenset[int] = frozenset())
     if (root.st_dev, root.st_ino) != (before.st_dev, before.st_ino):
         raise OSError(5, "chroot did not land on the workspace")
     set_no_new_privs()
-    drop_capabilities(KEPT_CAPABILITIES | extra_caps)
+    if owner is not None and not user_namespace:
+        drop_capabilities(frozenset({CAP_SETUID, CAP_SETGID}))  # bounding set empty, caps locked
+        become(*owner)
+    else:
+        drop_capabilities(KEPT_CAPABILITIES | extra_caps)
     return ChrootReport(user_namespace, os.getuid(), capabilities()[0])

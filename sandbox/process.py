@@ -40,8 +40,11 @@ SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: Final = 1 << 7
 CAP_CHOWN: Final = 0
 CAP_DAC_OVERRIDE: Final = 1
 CAP_FOWNER: Final = 3
+CAP_SETGID: Final = 6
+CAP_SETUID: Final = 7
 CAP_SETPCAP: Final = 8
 CAP_NET_BIND_SERVICE: Final = 10
+CAP_SYS_CHROOT: Final = 18
 _LINUX_CAPABILITY_VERSION_3: Final = 0x20080522
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -139,6 +142,28 @@ def capabilities() -> tuple[int, int]:
     eff = data[0].effective | (data[1].effective << 32)
     perm = data[0].permitted | (data[1].permitted << 32)
     return eff, perm
+
+
+def owner_of(workspace_fd: int) -> tuple[int, int] | None:
+    """Whom a worker started as root runs as: the workspace folder's owner, when that is not
+    root (None: stay as we are)."""
+    if os.geteuid() != 0:
+        return None
+    st = os.fstat(workspace_fd)
+    return None if st.st_uid == 0 else (st.st_uid, st.st_gid)
+
+
+def become(uid: int, gid: int) -> None:
+    """Switch every uid and gid of this process to `uid`/`gid`, with no supplementary groups; the
+    kernel then clears the capabilities (KEEP_CAPS is off: `drop_capabilities` locks it so). Checks
+    the result; OSError otherwise."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise OSError(1, "the uid or gid did not change")
+    if capabilities() != (0, 0):
+        raise OSError(1, "capabilities survived the change of uid")
 
 
 def drop_capabilities(keep: frozenset[int]) -> None:

@@ -92,7 +92,10 @@ DENIED: Final[dict[str, str]] = {
     "userfaultfd": "userfaultfd",
     **{n: "kernel modules" for n in ("init_module", "finit_module", "delete_module")},
     **{n: "kexec" for n in ("kexec_load", "kexec_file_load", "reboot")},
-    **{n: "swap, accounting, quotas" for n in ("swapon", "swapoff", "acct", "quotactl")},
+    **{
+        n: "swap, accounting, quotas"
+        for n in ("swapon", "swapoff", "acct", "quotactl", "quotactl_fd")
+    },
     **{n: "raw I/O" for n in ("iopl", "ioperm")},
     **{n: "the clock" for n in ("settimeofday", "clock_settime", "clock_adjtime", "adjtimex")},
     # file handles resolve without any path (and so without Landlock's path checks)
@@ -125,8 +128,18 @@ CLONE_NAMESPACES: Final = {
     "CLONE_NEWNET": 0x40000000,
     "CLONE_NEWTIME": 0x00000080,
 }
-# chattr-style inode flags and project quotas through ioctl on an fd
-IOCTL_DENIED: Final = {"FS_IOC_SETFLAGS": 0x40086602, "FS_IOC_FSSETXATTR": 0x401C5820}
+# Inode flags (chattr, immutable included), project quotas, inode versions, verity, encryption
+# policies, through ioctl on an fd; the 32-bit-ABI encodings too. The kernel truncates the
+# command to 32 bits, so only those are compared (a command with high bits set is the same).
+IOCTL_DENIED: Final = {
+    "FS_IOC_SETFLAGS": 0x40086602,
+    "FS_IOC32_SETFLAGS": 0x40046602,
+    "FS_IOC_SETVERSION": 0x40087602,
+    "FS_IOC32_SETVERSION": 0x40047602,
+    "FS_IOC_FSSETXATTR": 0x401C5820,
+    "FS_IOC_ENABLE_VERITY": 0x40806685,
+    "FS_IOC_SET_ENCRYPTION_POLICY": 0x800C6613,
+}
 
 
 class SeccompUnavailable(Exception):
@@ -194,7 +207,7 @@ def install(profile: Profile) -> Installed:
         flt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     for request in IOCTL_DENIED.values():
-        flt.add_rule(eperm, "ioctl", sc.Arg(1, sc.EQ, request))
+        flt.add_rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, request))
     flt.load()
     return Installed(profile, count, tuple(unknown))
 

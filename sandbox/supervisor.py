@@ -49,6 +49,7 @@ from sandbox import seccomp
 from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
 from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 from sandbox.errors import ConfinementError, OsRefused, WorkerFailed
+from sandbox.process import owner_of
 from sandbox.protocol import (
     BAD_REQUEST,
     FS_ERROR,
@@ -81,17 +82,21 @@ Mode = Literal["landlock", "chroot", "none"]
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 
+_SONAMES = {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}
+
+
 def _mapped_libraries() -> dict[str, str]:
-    """The files of libc and libseccomp as this process has them mapped (after loading them)."""
+    """Where libc and libseccomp are: the folder this process has them mapped from, and their
+    soname (a package update replaces the file behind the mapping; the soname link stays)."""
     seccomp.available()
     found: dict[str, str] = {}
     with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8") as maps:
         for line in maps:
             path = line.split(maxsplit=5)[-1].strip() if line.count(" ") >= 5 else ""
             name = os.path.basename(path)
-            for lib, stem in (("c", "libc.so"), ("seccomp", "libseccomp.so")):
-                if name.startswith(stem) and lib not in found:
-                    found[lib] = path
+            for lib, soname in _SONAMES.items():
+                if name.startswith(soname.split(".so")[0] + ".so") and lib not in found:
+                    found[lib] = os.path.join(os.path.dirname(path), soname)
     return found
 
 
@@ -196,6 +201,7 @@ class ConfinedWorker:
         self._lock = threading.Lock()
         self._closed = False
         fd = _workspace_fd(workspace)
+        self._owner = owner_of(fd)  # whom the worker becomes (as root, a folder not root's)
         self._holder = _Holder(fd)
         self._finalizer = weakref.finalize(self, self._holder.shutdown)
         try:
@@ -246,6 +252,11 @@ class ConfinedWorker:
         ]
         caps = KEPT_CAPABILITIES | (WRITE_EXTRA_CAPABILITIES if self.kind == "write" else set())
         caps_mask = sum(1 << c for c in caps)
+        owner = self._owner
+        if owner is not None and self.mode != "none":
+            caps_mask = 0  # it became the folder's owner: no capability at all
+        expected_uid = owner[0] if owner is not None and self.mode != "none" else os.geteuid()
+        checks.append(hello.get("uid") == expected_uid)
         conf = hello.get("confinement")
         if self.mode != "none":  # the system-call filter of this kind, loaded and counted
             filt = conf.get("seccomp") if isinstance(conf, dict) else None

@@ -50,6 +50,7 @@ from sandbox import process, seccomp
 from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES, enter_chroot
 from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS, confine
 from sandbox.errors import ConfinementError
+from sandbox.process import CAP_SETGID, CAP_SETUID
 from sandbox.protocol import (
     BAD_REQUEST_FRAME,
     INTERNAL_ERROR_FRAME,
@@ -120,14 +121,21 @@ def _filter(mode: str, kind: str) -> dict[str, Any] | None:
 
 
 def _confine(mode: str, kind: str, workspace_fd: int) -> dict[str, Any]:
+    owner = process.owner_of(workspace_fd)
     if mode == "landlock":
         rule_fd = os.open(
             ".", os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=workspace_fd
         )
         try:
+            if owner is not None:  # the folder's owner, with no capability (issue 12 item 2)
+                process.drop_capabilities(frozenset({CAP_SETUID, CAP_SETGID}))
+                process.become(*owner)
             report = confine([(rule_fd, RIGHTS_BY_KIND[kind])]).to_json()
         finally:
             os.close(rule_fd)
+        if owner is not None:
+            report["effective_caps"] = process.capabilities()[0]
+            return report
         # Landlock binds root too, but not what capabilities reach besides files (loading a
         # kernel module, raw I/O, changing owners and modes, which Landlock does not mediate):
         # keep only what the chroot worker keeps.
@@ -136,7 +144,7 @@ def _confine(mode: str, kind: str, workspace_fd: int) -> dict[str, Any]:
         return report
     if mode == "chroot":
         extra = WRITE_EXTRA_CAPABILITIES if kind == "write" else frozenset()
-        return enter_chroot(workspace_fd, extra_caps=extra).to_json()
+        return enter_chroot(workspace_fd, extra_caps=extra, owner=owner).to_json()
     process.set_no_new_privs()
     return {}
 
@@ -154,8 +162,6 @@ def prepare(
     if threading.active_count() != 1 or process.thread_count() != 1:
         raise ConfinementError("worker is not single-threaded")
     root = WorkspaceRoot.from_fd(os.dup(args.workspace_fd), resolver="auto", symlinks=args.symlinks)
-    if args.kind == "write":
-        os.umask(0)  # an update's temp file is created with the note's own mode (no fchmod)
     report = _confine(args.mode, args.kind, args.workspace_fd)
     report["seccomp"] = _filter(args.mode, args.kind)
     hello = {
@@ -166,6 +172,8 @@ def prepare(
         "workspace_fd": args.workspace_fd,
         "confinement": report,
         "no_new_privs": process.no_new_privs(),
+        "uid": os.geteuid(),
+        "gid": os.getegid(),
     }
     return State(args.kind, root), hello
 
@@ -187,7 +195,13 @@ def _act(state: State, req: Request) -> bytes:
         return OK_FRAME
     if req.op == "create":
         return ok_frame(state.root.create_note(req.relpath, req.data))
-    return ok_frame(state.root.update_note(req.relpath, req.data, expected=req.expected))
+    # An update's temp file is created with the note's own mode (the filter refuses fchmod):
+    # umask 0 for exactly that call (this process has one thread); creates keep the umask.
+    old = os.umask(0)
+    try:
+        return ok_frame(state.root.update_note(req.relpath, req.data, expected=req.expected))
+    finally:
+        os.umask(old)
 
 
 def handle(state: State, body: bytes) -> bytes:

@@ -106,6 +106,14 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+def status_field(pid: int, name: str) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key == name:
+            return value.strip()
+    raise AssertionError(f"{name} not in /proc/{pid}/status")
+
+
 def note(workspace: Path, name: str, data: bytes = b"# a note\n") -> Identity:
     path = workspace / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -671,6 +679,7 @@ def _checker(mode: Mode) -> ConfinedWorker:
     worker.kind = "delete"
     worker.mode = mode
     worker._holder = _Holder(workspace_fd=10)
+    worker._owner = None
     return worker
 
 
@@ -694,6 +703,7 @@ def _good_hello(mode: Mode) -> dict[str, object]:
         "kind": "delete",
         "mode": mode,
         "no_new_privs": True,
+        "uid": os.geteuid(),
         "fds": [0, 1, 2, 10, 11],
         "confinement": confinement,
     }
@@ -704,6 +714,7 @@ TAMPERED: list[tuple[Mode, str, object]] = [
     ("none", "kind", "write"),
     ("landlock", "mode", "none"),
     ("none", "no_new_privs", False),
+    ("none", "uid", 12345),  # not the user it should be
     ("none", "fds", [0, 1, 2, 10, 11, 12]),  # an fd it should have closed
     ("landlock", "allowed", [DELETE_RIGHTS | ll.ACCESS_FS_READ_FILE]),  # more than needed
     ("landlock", "handled_fs", ll.ACCESS_FS_REMOVE_FILE),  # the rest left unhandled
@@ -786,3 +797,33 @@ def test_what_a_worker_writes_to_stderr_is_logged_one_escaped_line_at_a_time(
     assert proc.returncode == 0  # reaped by the watcher
     lines = [r.getMessage() for r in caplog.records if r.name == "fs_notes.sandbox.worker"]
     assert lines == [f"test worker {proc.pid}: one", f"test worker {proc.pid}: two \\u001b[31mred"]
+
+
+@pytest.mark.parametrize("mode", ["landlock", "chroot"])
+@pytest.mark.parametrize("kind", ["delete", "write"])
+def test_a_worker_of_a_folder_owned_by_another_user_becomes_that_user_with_no_capability(
+    tmp_path: Path, mode: str, kind: str
+) -> None:
+    # Issue 12 item 2: as root, a worker runs as the workspace folder's owner.
+    if os.geteuid() != 0:
+        pytest.skip("only root can start a worker as another user")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    os.chown(workspace, 4242, 4343)
+    ident = note(workspace, "old.md")
+    worker = worker_for(mode, workspace, kind)
+    if worker is None:
+        return
+    with worker:
+        assert worker.pid is not None
+        assert status_field(worker.pid, "Uid").split() == ["4242"] * 4
+        assert status_field(worker.pid, "Gid").split() == ["4343"] * 4
+        assert int(status_field(worker.pid, "CapEff"), 16) == 0
+        assert int(status_field(worker.pid, "CapPrm"), 16) == 0
+        assert worker.hello["uid"] == 4242
+        if kind == "write":
+            worker.create("new.md", b"# new\n")
+            assert (workspace / "new.md").stat().st_uid == 4242
+        else:
+            worker.delete("old.md", ident)
+            assert not (workspace / "old.md").exists()

@@ -285,10 +285,11 @@ def test_a_confined_server_reaches_only_what_its_plan_allows(layout: Path) -> No
         "bind_other": tcp,
     }
     if os.geteuid() == 0:
-        # Root keeps CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_FOWNER for its workers, and CAP_SETPCAP
-        # for them to shed more; nothing else (CAP_SYS_MODULE and CAP_SYS_RAWIO reach past
-        # Landlock), in the bounding set too.
-        kept = 0b1_0000_1011
+        # Root keeps CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_FOWNER for its workers, CAP_SETPCAP
+        # for them to shed more, and CAP_SETUID/CAP_SETGID for them to become a folder's owner;
+        # nothing else (CAP_SYS_MODULE and CAP_SYS_RAWIO reach past Landlock), in the bounding
+        # set too.
+        kept = 0b1_1100_1011
         assert out["caps_before"]["CapEff"] & (1 << 16)  # CAP_SYS_MODULE, before
         assert out["caps_after"] == {"CapEff": kept, "CapBnd": kept}
     assert out["unlink_outside"] == "EACCES"

@@ -4,6 +4,7 @@ rule as deletion (tools/confined.py, issue 5)."""
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -294,3 +295,39 @@ def test_a_workspace_swapped_after_start_up_is_never_written_through_its_path(
     assert (moved / "b.md").read_text() == "# B\n"
     assert (moved / "a.md").read_text() == "# A2\n"
     assert not (moved / "victim.md").exists()
+
+
+def test_created_notes_and_folders_keep_the_umask_and_an_update_keeps_the_mode(
+    tmp_path: Path,
+) -> None:
+    # Review finding: umask 0 for the whole write worker made every created note and folder
+    # world-writable. Only an update's temp file is made with umask 0 (the note's own mode).
+    mode = host_mode()
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    (ws / "a.md").write_text("# A\n")
+    os.chmod(ws / "a.md", 0o664)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        '[[principal]]\nname = "me"\nlocal = true\n\n'
+        f'[[workspace]]\nname = "w"\npath = "{ws}"\nsandbox = "chroot"\n\n'
+        '[[grant]]\nprincipal = "me"\nworkspace = "w"\noperations = ["read", "write"]\n'
+    )
+    old = os.umask(0o022)
+    try:
+        server = StdioServer("serve", "--policy", str(policy))
+    finally:
+        os.umask(old)
+    uri = ws.as_uri()
+    try:
+        for n, (tool, note) in enumerate(
+            (("notes_create", "sub/deep/new.md"), ("notes_update", "a.md"))
+        ):
+            r = server.ask(call_tool(n, tool, {"workspaceUri": uri, "id": note, "content": "# x"}))
+            assert r["result"].get("isError") is not True, (mode, r)
+    finally:
+        assert server.close() == 0
+    assert stat.S_IMODE(os.stat(ws / "sub").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(ws / "sub" / "deep").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(ws / "sub" / "deep" / "new.md").st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(ws / "a.md").st_mode) == 0o664  # kept, not narrowed by the umask
