@@ -174,8 +174,8 @@ def spelled(text: str) -> str:
 
 def json_shown(text: str) -> str:
     """``text`` as a JSON string literal with no invisible character in it (each hidden one is
-    a ``\\uXXXX`` escape, astral ones as surrogate pairs): what a model is shown where it must
-    answer with the exact string, which ``json.loads`` of its answer then gives back."""
+    a ``\\u`` escape of four hex digits, astral ones as surrogate pairs): what a model is shown
+    where it must answer with the exact string, which ``json.loads`` of its answer gives back."""
     out = json.dumps(text, ensure_ascii=False)
     if out.isprintable() and not _INVISIBLE.intersection(out):
         return out

@@ -47,3 +47,13 @@ def requirement(layer: Literal["landlock", "chroot"]) -> tuple[Verdict, str]:
         return "run", ""
     why = f"Landlock not enforced: {report.landlock_reason}"
     return ("fail" if ci or expect else "skip"), why
+
+
+def status_field(pid: int, name: str) -> str:
+    """A field of /proc/PID/status ("CapEff", "Uid", ...)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key == name:
+                return value.strip()
+    raise AssertionError(f"{name} not in /proc/{pid}/status")

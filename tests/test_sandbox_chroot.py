@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from layers import requirement
+from layers import requirement, status_field
 
 from fs_notes.exercises.rawworker import RawWorker
 from sandbox.errors import OsRefused
@@ -30,14 +30,6 @@ def require_chroot() -> None:
         pytest.fail(why)
     if verdict == "skip":
         pytest.skip(why)
-
-
-def status_field(pid: int, name: str) -> str:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key == name:
-            return value.strip()
-    raise AssertionError(f"{name} not in /proc/{pid}/status")
 
 
 @pytest.fixture

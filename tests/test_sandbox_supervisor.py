@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from layers import requirement
+from layers import requirement, status_field
 
 from fs_notes.exercises.rawworker import RawWorker
 from fs_notes.fs import (
@@ -104,14 +104,6 @@ def workspace(tmp_path: Path) -> Path:
     (tmp_path / "outside" / "secret.md").write_bytes(b"secret")
     (ws / "link").symlink_to("../outside")
     return ws
-
-
-def status_field(pid: int, name: str) -> str:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key == name:
-            return value.strip()
-    raise AssertionError(f"{name} not in /proc/{pid}/status")
 
 
 def note(workspace: Path, name: str, data: bytes = b"# a note\n") -> Identity:

@@ -181,46 +181,52 @@ class WorkspaceRoot:
 
     def read_note(self, relpath: str, *, max_bytes: int = 4 << 20) -> tuple[bytes, Identity]:
         """The note's bytes and the identity they were read under (TooLarge past max_bytes)."""
-        comps = split_relpath(relpath)
-        self._live()
-        for _ in range(_READ_ATTEMPTS):
-            fd = self._resolver.open_file(comps, _READ_FLAGS)
-            try:
-                before = self._require_note(os.fstat(fd))
-                if before.st_size > max_bytes:
-                    raise TooLarge()
-                data = read_upto(fd, max_bytes + 1)
-                if len(data) > max_bytes:
-                    raise TooLarge()
-                after = os.fstat(fd)
-            except OSError as exc:
-                raise_from_os(exc)
-            finally:
-                os.close(fd)
-            identity = Identity.of(before)
-            if Identity.of(after) == identity and len(data) == before.st_size:
-                return data, identity
-        raise IdentityChanged()
+
+        def whole(fd: int, st: os.stat_result) -> bytes:
+            if st.st_size > max_bytes:
+                raise TooLarge()
+            data = read_upto(fd, max_bytes + 1)
+            if len(data) > max_bytes:
+                raise TooLarge()
+            return data
+
+        return self._read(relpath, whole, whole_file=True)
 
     def read_part(self, relpath: str, offset: int, length: int) -> tuple[bytes, Identity]:
         """At most ``length`` bytes of the note from byte ``offset`` (fewer at its end), and the
         identity they were read under; the same checks as ``read_note``, whatever the size."""
         if not (isinstance(offset, int) and isinstance(length, int)) or offset < 0 or length < 0:
             raise ValueError("offset and length must be non-negative integers")
+
+        def part(fd: int, st: os.stat_result) -> bytes:
+            return os.pread(fd, length, offset) if length and offset < st.st_size else b""
+
+        return self._read(relpath, part, whole_file=False)
+
+    def _read(
+        self,
+        relpath: str,
+        read: Callable[[int, os.stat_result], bytes],
+        *,
+        whole_file: bool,
+    ) -> tuple[bytes, Identity]:
+        """Open the note through the resolver, check it on the fd, `read(fd, st)`, and accept the
+        bytes only if the file's identity did not change meanwhile (and, for `whole_file`, all of
+        it was read); a few attempts, then IdentityChanged."""
         comps = split_relpath(relpath)
         self._live()
         for _ in range(_READ_ATTEMPTS):
             fd = self._resolver.open_file(comps, _READ_FLAGS)
             try:
                 before = self._require_note(os.fstat(fd))
-                data = os.pread(fd, length, offset) if length and offset < before.st_size else b""
+                data = read(fd, before)
                 after = os.fstat(fd)
             except OSError as exc:
                 raise_from_os(exc)
             finally:
                 os.close(fd)
             identity = Identity.of(before)
-            if Identity.of(after) == identity:
+            if Identity.of(after) == identity and (not whole_file or len(data) == before.st_size):
                 return data, identity
         raise IdentityChanged()
 
