@@ -40,8 +40,8 @@ from statistics import median
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fs_notes.fs import Identity, WorkspaceRoot
-from sandbox.errors import SandboxError
-from sandbox.supervisor import ConfinedWorker, Mode
+from fs_notes.sandbox.errors import SandboxError
+from fs_notes.sandbox.supervisor import ConfinedWorker, Mode
 
 TARGET_US = 100.0
 TARGET_RATIO = 15.0
@@ -94,7 +94,7 @@ def bench_worker(
 _FILTER_COST = r"""
 import os, sys, tempfile, time
 from statistics import median
-from sandbox import seccomp
+from fs_notes.sandbox import seccomp
 n, batches = int(sys.argv[1]), int(sys.argv[2])
 d = os.open(tempfile.mkdtemp(), os.O_RDONLY | os.O_DIRECTORY)
 def loop():

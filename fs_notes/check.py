@@ -3,11 +3,11 @@
 Landlock is probed in child processes (a ruleset is applied and an outside read must fail);
 openat2 by a real call; chroot by trying it in a child. What it reports is what `serve` (without
 --allow-unconfined or --no-self-confine) does on this host:
-- `deletion_confinement` (and `write_confinement`, the same by design: tools/confined.py) follows
+- `deletion_confinement` (and `write_confinement`, the same by design: sandbox/confined.py) follows
   the fail-closed rule of `sandbox.probe.select_mode`; "none" with `deletion_refused: true` means
   serve refuses creates, updates and deletions.
 - `self_confinement` is true exactly when the probe saw Landlock enforced: then `serve` confines
-  itself at start-up or refuses to start (fs_notes/selfconfine.py), never runs unconfined
+  itself at start-up or refuses to start (sandbox/selfconfine.py), never runs unconfined
   silently.
 - `seccomp` says whether the system-call filter can be loaded here (sandbox/seccomp.py), the
   profile the server would load and what each profile refuses.
@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sandbox import seccomp
-from sandbox.errors import NoEnforceableLayer
-from sandbox.probe import probe, select_mode
+from fs_notes.sandbox import seccomp
+from fs_notes.sandbox.errors import NoEnforceableLayer
+from fs_notes.sandbox.probe import probe, select_mode
 
 
 def report(*, allow_unconfined: bool = False) -> dict[str, Any]:

@@ -187,7 +187,7 @@ def serve(args: argparse.Namespace) -> int:
     port = (bind.port or _free_port(bind.host)) if bind is not None else None
     self_confined = _confine_self(args, policy, confirm, port)  # before any thread starts
     from .discovery import discover_method
-    from .tools.confined import ConfinedDeleters, ConfinedWriters, OsLayer
+    from .sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 
     os_layer = OsLayer(
         policy, roots, allow_unconfined=args.allow_unconfined, self_confined=self_confined
@@ -235,11 +235,11 @@ def serve(args: argparse.Namespace) -> int:
 def _confine_self(
     args: argparse.Namespace, policy: Policy, confirm: ConfirmParts, port: int | None
 ) -> bool:
-    """Confine this process with Landlock (fs_notes/selfconfine.py); whether it is confined."""
+    """Confine this process with Landlock (sandbox/selfconfine.py); whether it is confined."""
     if getattr(args, "no_self_confine", False):
         log.warning("the server does not confine itself (--no-self-confine)")
         return False
-    from .selfconfine import SelfConfinementFailed, confine_server
+    from .sandbox.selfconfine import SelfConfinementFailed, confine_server
 
     try:
         done = confine_server(

@@ -15,29 +15,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sandbox.confine import ConfinementReport, confine
-    from sandbox.errors import (
+    from fs_notes.sandbox.confine import ConfinementReport, confine
+    from fs_notes.sandbox.errors import (
         ConfinementError,
         NoEnforceableLayer,
         OsRefused,
         SandboxError,
         WorkerFailed,
     )
-    from sandbox.probe import HostReport, probe, select_mode
-    from sandbox.supervisor import ConfinedWorker
+    from fs_notes.sandbox.probe import HostReport, probe, select_mode
+    from fs_notes.sandbox.supervisor import ConfinedWorker
 
 _WHERE = {
-    "ConfinedWorker": "sandbox.supervisor",
-    "ConfinementError": "sandbox.errors",
-    "ConfinementReport": "sandbox.confine",
-    "HostReport": "sandbox.probe",
-    "NoEnforceableLayer": "sandbox.errors",
-    "OsRefused": "sandbox.errors",
-    "SandboxError": "sandbox.errors",
-    "WorkerFailed": "sandbox.errors",
-    "confine": "sandbox.confine",
-    "probe": "sandbox.probe",
-    "select_mode": "sandbox.probe",
+    "ConfinedWorker": "fs_notes.sandbox.supervisor",
+    "ConfinementError": "fs_notes.sandbox.errors",
+    "ConfinementReport": "fs_notes.sandbox.confine",
+    "HostReport": "fs_notes.sandbox.probe",
+    "NoEnforceableLayer": "fs_notes.sandbox.errors",
+    "OsRefused": "fs_notes.sandbox.errors",
+    "SandboxError": "fs_notes.sandbox.errors",
+    "WorkerFailed": "fs_notes.sandbox.errors",
+    "confine": "fs_notes.sandbox.confine",
+    "probe": "fs_notes.sandbox.probe",
+    "select_mode": "fs_notes.sandbox.probe",
 }
 
 __all__ = [
@@ -58,5 +58,5 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
-        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
+        raise AttributeError(f"module 'fs_notes.sandbox' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)

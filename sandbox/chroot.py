@@ -33,7 +33,7 @@ import os
 from dataclasses import dataclass
 from typing import Final
 
-from sandbox.process import (
+from fs_notes.sandbox.process import (
     CAP_CHOWN,
     CAP_DAC_OVERRIDE,
     CAP_FOWNER,

@@ -30,9 +30,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sandbox import landlock_abi as ll
-from sandbox.errors import ConfinementError
-from sandbox.process import no_new_privs, set_no_new_privs, thread_count
+from fs_notes.sandbox import landlock_abi as ll
+from fs_notes.sandbox.errors import ConfinementError
+from fs_notes.sandbox.process import no_new_privs, set_no_new_privs, thread_count
 
 #: What the delete worker may do beneath the workspace: unlink files. Resolution needs nothing
 #: more: O_PATH opens and openat2 walks need no Landlock right, and unlinkat needs REMOVE_FILE on

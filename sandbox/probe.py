@@ -26,17 +26,15 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from sandbox import landlock_abi as ll
-from sandbox.errors import NoEnforceableLayer
+from fs_notes.sandbox import landlock_abi as ll
+from fs_notes.sandbox.bootstrap import loader
+from fs_notes.sandbox.errors import NoEnforceableLayer
+from fs_notes.sandbox.kinds import Mode
 
-Mode = Literal["landlock", "chroot", "none"]
-
-_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 _BOOTSTRAP = (
-    f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
-    "from sandbox.probe import child_main; sys.exit(child_main(sys.argv[1:]))"
+    f"{loader()}from fs_notes.sandbox.probe import child_main; sys.exit(child_main(sys.argv[1:]))"
 )
 
 
@@ -83,7 +81,7 @@ def select_mode(report: HostReport, allow_unconfined: bool) -> Mode:
 
 
 def _landlock_child(inside: str, outside_file: str) -> dict[str, Any]:
-    from sandbox.confine import confine
+    from fs_notes.sandbox.confine import confine
 
     with open(outside_file, "rb") as f:  # positive control: readable before confining
         f.read()
@@ -101,7 +99,7 @@ def _landlock_child(inside: str, outside_file: str) -> dict[str, Any]:
 
 
 def _chroot_child(inside: str, outside_file: str) -> dict[str, Any]:
-    from sandbox.chroot import enter_chroot
+    from fs_notes.sandbox.chroot import enter_chroot
 
     fd = os.open(inside, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     report = enter_chroot(fd)

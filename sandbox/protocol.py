@@ -68,8 +68,6 @@ MAX_ERROR_NAME: Final = 64
 #: How far a blocking call may overrun the deadline before the kernel timeout is shortened.
 SLACK: Final = 0.005
 
-Kind = Literal["delete", "write"]
-Mode = Literal["landlock", "chroot", "none"]
 OPS_BY_KIND: Final[dict[str, frozenset[str]]] = {
     "delete": frozenset({"delete"}),
     "write": frozenset({"create", "update"}),

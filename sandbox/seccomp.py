@@ -28,7 +28,7 @@ What it guarantees, once `install(profile)` returns:
 What it does NOT guarantee (decided, not overlooked):
   * Anything about *which paths* a call touches: seccomp sees pointers, not strings. Opening,
     creating and removing beneath a workspace is Landlock's business (sandbox/confine.py,
-    fs_notes/selfconfine.py) and the filesystem layer's (fs_notes/fs/).
+    sandbox/selfconfine.py) and the filesystem layer's (fs_notes/fs/).
   * `stat` of an outside path still works here (existence can leak to a compromised process);
     the workers' chroot hides it where chroot is used.
   * It is a deny list over a default of ALLOW: a new kernel's new system call that changes
@@ -215,7 +215,7 @@ def install(profile: Profile) -> Installed:
 def status() -> int:
     """The kernel's seccomp mode of this thread, from prctl(PR_GET_SECCOMP) (no file to read,
     so it works after confinement): 0 none, 2 filter (in strict mode, 1, the call would kill)."""
-    from sandbox.process import prctl
+    from fs_notes.sandbox.process import prctl
 
     return prctl(PR_GET_SECCOMP)
 

@@ -39,18 +39,19 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, NoReturn, Self
 
 import fs_notes.fs.errors as fs_errors
 from fs_notes.fs.identity import Identity
-from sandbox import landlock_abi as ll
-from sandbox import seccomp
-from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
-from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
-from sandbox.errors import ConfinementError, OsRefused, WorkerFailed
-from sandbox.process import owner_of
-from sandbox.protocol import (
+from fs_notes.sandbox import landlock_abi as ll
+from fs_notes.sandbox import seccomp
+from fs_notes.sandbox.bootstrap import loader
+from fs_notes.sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
+from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
+from fs_notes.sandbox.errors import ConfinementError, OsRefused, WorkerFailed
+from fs_notes.sandbox.kinds import Kind, Mode
+from fs_notes.sandbox.process import owner_of
+from fs_notes.sandbox.protocol import (
     BAD_REQUEST,
     FS_ERROR,
     MAX_REPLY,
@@ -67,21 +68,14 @@ from sandbox.protocol import (
     encode_delete,
     encode_write,
 )
-from sandbox.spawn import kill_and_reap, spawn, watch
-
-Kind = Literal["delete", "write"]
-Mode = Literal["landlock", "chroot", "none"]
+from fs_notes.sandbox.spawn import kill_and_reap, spawn, watch
 
 # The worker runs isolated (-I: no environment variables, no user site, no cwd on sys.path) and
-# without site (-S: it needs nothing else from site-packages, and starts faster); the directory
-# holding this package is put on sys.path explicitly, and the one module it needs from
-# site-packages, the libseccomp binding, is loaded from its file (site-packages stays off the
-# path). The binding finds its C libraries with ctypes.util.find_library, which runs ldconfig:
-# a worker started by a confined server may not run programs, so it is told the paths this
-# process has mapped.
-_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
-
-
+# without site (-S: it needs nothing else from site-packages, and starts faster); fs-notes is
+# loaded from its folder (sandbox/bootstrap.py), and the one module it needs from site-packages,
+# the libseccomp binding, from its file (site-packages stays off the path). The binding finds
+# its C libraries with ctypes.util.find_library, which runs ldconfig: a worker started by a
+# confined server may not run programs, so it is told the paths this process has mapped.
 _SONAMES = {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}
 
 
@@ -112,8 +106,7 @@ def _bootstrap(program: str) -> str:
             "m = u.module_from_spec(s); sys.modules['pyseccomp'] = m; s.loader.exec_module(m); "
         )
     return (
-        f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); {load}"
-        f"from {program} import main; sys.exit(main())"
+        f"{loader()}{load}from {program} import main; sys.exit(main())"
     )
 _REQUIRED_RIGHTS = {"delete": DELETE_RIGHTS, "write": WRITE_RIGHTS}
 
@@ -177,7 +170,7 @@ class ConfinedWorker:
 
     #: The module whose main() the worker process runs. The escape exercises' attacker worker
     #: (fs_notes/exercises/rawworker.py) is a subclass that names its own, confined the same way.
-    PROGRAM = "sandbox.worker"
+    PROGRAM = "fs_notes.sandbox.worker"
 
     def __init__(
         self,

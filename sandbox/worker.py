@@ -46,12 +46,12 @@ import fs_notes.fs.errors as fs_errors
 from fs_notes.fs import WorkspaceRoot
 from fs_notes.fs.errors import FsError
 from fs_notes.fs.identity import Identity
-from sandbox import process, seccomp
-from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES, enter_chroot
-from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS, confine
-from sandbox.errors import ConfinementError
-from sandbox.process import CAP_SETGID, CAP_SETUID
-from sandbox.protocol import (
+from fs_notes.sandbox import process, seccomp
+from fs_notes.sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES, enter_chroot
+from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS, confine
+from fs_notes.sandbox.errors import ConfinementError
+from fs_notes.sandbox.process import CAP_SETGID, CAP_SETUID
+from fs_notes.sandbox.protocol import (
     BAD_REQUEST_FRAME,
     INTERNAL_ERROR_FRAME,
     MAX_REQUEST,
@@ -87,7 +87,7 @@ class State:
     root: NoteOps  # a WorkspaceRoot, opened before confinement
 
 
-def parser(prog: str = "sandbox.worker") -> argparse.ArgumentParser:
+def parser(prog: str = "fs_notes.sandbox.worker") -> argparse.ArgumentParser:
     """The worker's command line (the supervisor builds it: `ConfinedWorker._command`)."""
     p = argparse.ArgumentParser(prog=prog)
     p.add_argument("--kind", choices=["delete", "write"], required=True)

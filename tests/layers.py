@@ -18,7 +18,7 @@ import functools
 import os
 from typing import Literal
 
-from sandbox.probe import HostReport, probe
+from fs_notes.sandbox.probe import HostReport, probe
 
 Verdict = Literal["run", "hidden", "fail", "skip"]
 

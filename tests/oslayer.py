@@ -1,4 +1,4 @@
-"""Helpers for the tests of the OS containment layer as the tools use it (tools/confined.py)."""
+"""Helpers for the tests of the OS containment layer as the tools use it (sandbox/confined.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from layers import requirement
 
 from fs_notes.policy import Policy
+from fs_notes.sandbox.confined import OsLayer
+from fs_notes.sandbox.probe import HostReport, probe
 from fs_notes.serve import open_roots
-from fs_notes.tools.confined import OsLayer
-from sandbox.probe import HostReport, probe
 
 
 def policy_for(ws: Path, sandbox: str = "landlock") -> Policy:

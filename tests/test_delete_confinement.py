@@ -1,5 +1,5 @@
 """notes_delete goes through the OS layer the host enforces, fails closed without one, and the
-OS layer's set-up never competes with the server's start (tools/confined.py, issue 5)."""
+OS layer's set-up never competes with the server's start (sandbox/confined.py, issue 5)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from layers import requirement
 from oslayer import chroot_only, host_mode, make_layer, nothing_enforceable, policy_for
 from wire import REPO, StdioServer, call_tool, child_env
 
-import sandbox.probe
 from fs_notes.fs import WorkspaceRoot
 from fs_notes.fs.errors import NoteNotFound
 from fs_notes.policy import Policy
-from fs_notes.tools.confined import ConfinedDeleters, OsLayer, OsLayerFailed
-from sandbox.probe import HostReport, probe
+from fs_notes.sandbox import probe as sandbox_probe
+from fs_notes.sandbox.confined import ConfinedDeleters, OsLayer, OsLayerFailed
+from fs_notes.sandbox.probe import HostReport, probe
 
 FORM: dict[str, object] = {"elicitation": {"form": {}}}
 
@@ -78,7 +78,7 @@ def _layer(made: list[OsLayer], policy: Policy, **kwargs: object) -> OsLayer:
 def test_without_an_enforceable_layer_deletion_is_refused_and_the_file_stays(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
+    monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = _layer(layer_factory, policy_for(notes), allow_unconfined=False)
     deleters = ConfinedDeleters(layer)
     reason = deleters.unavailable("notes")
@@ -95,7 +95,7 @@ def test_without_an_enforceable_layer_deletion_is_refused_and_the_file_stays(
 def test_allow_unconfined_is_the_only_way_to_delete_without_an_os_layer(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
+    monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = _layer(layer_factory, policy_for(notes, sandbox="none"), allow_unconfined=True)
     deleters = ConfinedDeleters(layer)
     assert deleters.unavailable("notes") is None
@@ -109,7 +109,7 @@ def test_allow_unconfined_is_the_only_way_to_delete_without_an_os_layer(
 def test_allow_unconfined_does_not_override_a_workspace_that_requires_a_sandbox(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
+    monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = _layer(layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=True)
     reason = ConfinedDeleters(layer).unavailable("notes")
     assert reason == 'the workspace policy requires sandbox "chroot", this host provides "none"'
@@ -118,7 +118,7 @@ def test_allow_unconfined_does_not_override_a_workspace_that_requires_a_sandbox(
 def test_a_workspace_requiring_landlock_refuses_a_chroot_only_host(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", chroot_only)
+    monkeypatch.setattr(sandbox_probe, "probe", chroot_only)
     layer = _layer(layer_factory, policy_for(notes, sandbox="landlock"), allow_unconfined=False)
     reason = ConfinedDeleters(layer).unavailable("notes")
     assert reason == 'the workspace policy requires sandbox "landlock", this host provides "chroot"'
@@ -155,7 +155,7 @@ def test_nothing_is_probed_or_started_before_the_delay_or_a_use(
         calls.append(time.monotonic())
         return probe(timeout)
 
-    monkeypatch.setattr(sandbox.probe, "probe", counting_probe)
+    monkeypatch.setattr(sandbox_probe, "probe", counting_probe)
     _layer(
         layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30
     )
@@ -195,7 +195,7 @@ def test_closing_before_the_set_up_ran_probes_nothing(
     notes: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(sandbox.probe, "probe", lambda timeout=10.0: calls.append(1))
+    monkeypatch.setattr(sandbox_probe, "probe", lambda timeout=10.0: calls.append(1))
     layer = make_layer(policy_for(notes), allow_unconfined=False, start_delay=30)
     layer.close()
     assert calls == []
@@ -206,11 +206,11 @@ def test_closing_before_the_set_up_ran_probes_nothing(
 def test_a_self_confined_server_needs_no_probe(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
 ) -> None:
-    # The server proved Landlock in its own process at start-up (fs_notes/selfconfine.py).
+    # The server proved Landlock in its own process at start-up (sandbox/selfconfine.py).
     def no_probe(timeout: float = 10.0) -> HostReport:
         raise AssertionError("probed although self-confined")
 
-    monkeypatch.setattr(sandbox.probe, "probe", no_probe)
+    monkeypatch.setattr(sandbox_probe, "probe", no_probe)
     layer = _layer(layer_factory, policy_for(notes), allow_unconfined=False, self_confined=True)
     assert layer.refusal("notes") is None
     assert layer.mode == "landlock"

@@ -17,8 +17,8 @@ import pytest
 from layers import requirement, status_field
 
 from fs_notes.exercises.rawworker import RawWorker
-from sandbox.errors import OsRefused
-from sandbox.supervisor import ConfinedWorker
+from fs_notes.sandbox.errors import OsRefused
+from fs_notes.sandbox.supervisor import ConfinedWorker
 
 REPO = Path(__file__).resolve().parent.parent
 NOBODY = 65534
@@ -114,8 +114,8 @@ def test_a_non_root_process_enters_the_chroot_through_a_user_namespace(tmp_path:
         f"""
         import json, os, sys
         sys.path.insert(0, {str(REPO)!r})
-        from sandbox.chroot import enter_chroot
-        from sandbox.process import prctl
+        from fs_notes.sandbox.chroot import enter_chroot
+        from fs_notes.sandbox.process import prctl
         fd = os.open({str(ws)!r}, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         os.setgroups([])
         os.setgid({NOBODY})

@@ -19,8 +19,8 @@ import pytest
 from layers import requirement
 
 from fs_notes.exercises.rawworker import RawWorker
-from sandbox.errors import ConfinementError, OsRefused
-from sandbox.supervisor import ConfinedWorker
+from fs_notes.sandbox.errors import ConfinementError, OsRefused
+from fs_notes.sandbox.supervisor import ConfinedWorker
 
 MODES = ["landlock", "chroot", "none"]
 SECRET = b"outside secret\n"

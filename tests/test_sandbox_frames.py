@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.protocol import (
+from fs_notes.sandbox.protocol import (
     SLACK,
     Channel,
     PeerClosed,

@@ -20,17 +20,17 @@ from typing import Any
 import pytest
 from layers import requirement
 
-from sandbox import landlock_abi as ll
+from fs_notes.sandbox import landlock_abi as ll
 
 REPO = Path(__file__).resolve().parent.parent
 
 PRELUDE = f"""
 import errno, json, os, socket, sys, threading
 sys.path.insert(0, {str(REPO)!r})
-from sandbox import landlock_abi as ll
-from sandbox.confine import confine
-from sandbox.errors import ConfinementError
-from sandbox.process import no_new_privs  # prctl: /proc is out of reach once confined
+from fs_notes.sandbox import landlock_abi as ll
+from fs_notes.sandbox.confine import confine
+from fs_notes.sandbox.errors import ConfinementError
+from fs_notes.sandbox.process import no_new_privs  # prctl: /proc is out of reach once confined
 out = {{}}
 
 def attempt(fn):

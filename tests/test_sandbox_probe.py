@@ -14,9 +14,9 @@ from layers import requirement
 from wire import REPO
 
 from fs_notes.fs import openat2_available
-from sandbox import landlock_abi as ll
-from sandbox.errors import NoEnforceableLayer
-from sandbox.probe import HostReport, probe, select_mode
+from fs_notes.sandbox import landlock_abi as ll
+from fs_notes.sandbox.errors import NoEnforceableLayer
+from fs_notes.sandbox.probe import HostReport, probe, select_mode
 
 BASE = HostReport(
     landlock_abi=7,
@@ -78,8 +78,8 @@ def test_the_probe_reports_this_host() -> None:
 
 PROBE = """
 import json
-from sandbox.probe import probe, select_mode
-from sandbox.errors import NoEnforceableLayer
+from fs_notes.sandbox.probe import probe, select_mode
+from fs_notes.sandbox.errors import NoEnforceableLayer
 r = probe()
 try:
     mode = select_mode(r, allow_unconfined=False)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from fs_notes.fs import AccessDenied, Escape, Identity, NoteNotFound
-from sandbox.protocol import (
+from fs_notes.sandbox.protocol import (
     BAD_REQUEST_FRAME,
     INTERNAL_ERROR_FRAME,
     MAX_RELPATH,
@@ -34,7 +34,7 @@ from sandbox.protocol import (
     os_error_frame,
     parse_request,
 )
-from sandbox.worker import State, handle, serve
+from fs_notes.sandbox.worker import State, handle, serve
 
 HEAD = struct.Struct(">BBHQQQqQqQ")  # op, flags, path_len, dev, ino, size, mtime, ctime
 LEN = struct.Struct(">I")

@@ -21,7 +21,7 @@ import pytest
 from layers import requirement
 from wire import REPO, child_env
 
-from sandbox import seccomp
+from fs_notes.sandbox import seccomp
 
 ATTACKS = """
 import ctypes, errno, json, os, socket, sys
@@ -130,7 +130,7 @@ def _require_seccomp() -> None:
 
 SERVER = """
 from fs_notes.policy import Policy
-from fs_notes.selfconfine import confine_server
+from fs_notes.sandbox.selfconfine import confine_server
 ws, secret, scratch_dir, pid = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 control = {}
 for name, fn in attacks(scratch_dir + "/control", scratch_dir + "/control", pid).items():
@@ -183,7 +183,7 @@ def test_a_compromised_server_changes_nothing_outside_after_confinement(
 
 WORKER = """
 import argparse, socket
-from sandbox import worker
+from fs_notes.sandbox import worker
 ws, secret, mode, kind, pid = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 scratch = sys.argv[6]
 control = {}
@@ -237,7 +237,7 @@ def test_a_compromised_worker_changes_nothing_outside_after_its_confinement(
 
 
 PROFILE = """
-from sandbox import seccomp
+from fs_notes.sandbox import seccomp
 profile, scratch = sys.argv[1], sys.argv[2]
 open(scratch, "w").close()
 control = attempt(lambda: os.chmod(scratch, 0o600))
@@ -278,7 +278,7 @@ def test_the_lists_say_why_for_every_call_and_the_profiles_differ_only_where_doc
 
 IOCTL = """
 import fcntl, struct
-from sandbox import seccomp
+from fs_notes.sandbox import seccomp
 path = sys.argv[1]
 fd = os.open(path, os.O_RDONLY)
 before = attempt(lambda: fcntl.ioctl(fd, 0x40086602, struct.pack("l", 0)))  # FS_IOC_SETFLAGS

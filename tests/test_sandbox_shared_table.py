@@ -18,8 +18,8 @@ from escape_cases import CASES, EscapeCase, build_layout
 from layers import requirement
 
 from fs_notes.exercises.rawworker import RawWorker
-from sandbox.errors import ConfinementError, OsRefused
-from sandbox.supervisor import ConfinedWorker
+from fs_notes.sandbox.errors import ConfinementError, OsRefused
+from fs_notes.sandbox.supervisor import ConfinedWorker
 
 CONFINED = ["landlock", "chroot"]
 # Cases whose raw unlink reaches outside/secret.md when nothing confines the worker.

@@ -28,10 +28,10 @@ from fs_notes.fs import (
     SymlinkRefused,
     TooLarge,
 )
-from sandbox import landlock_abi as ll
-from sandbox.confine import DELETE_RIGHTS
-from sandbox.errors import ConfinementError, OsRefused, WorkerFailed
-from sandbox.protocol import (
+from fs_notes.sandbox import landlock_abi as ll
+from fs_notes.sandbox.confine import DELETE_RIGHTS
+from fs_notes.sandbox.errors import ConfinementError, OsRefused, WorkerFailed
+from fs_notes.sandbox.protocol import (
     BAD_REQUEST_FRAME,
     INTERNAL_ERROR_FRAME,
     MAX_REPLY,
@@ -46,7 +46,7 @@ from sandbox.protocol import (
     ok_frame,
     os_error_frame,
 )
-from sandbox.supervisor import ConfinedWorker, Mode, _Child, _Holder
+from fs_notes.sandbox.supervisor import ConfinedWorker, Mode, _Child, _Holder
 
 MODES = ["landlock", "chroot", "none"]
 REPO = Path(__file__).resolve().parent.parent
@@ -546,8 +546,8 @@ def test_concurrent_callers_share_one_worker_safely(workspace: Path) -> None:
 
 HIDDEN_WORKER = """
 import sys
-from sandbox.errors import ConfinementError
-from sandbox.supervisor import ConfinedWorker
+from fs_notes.sandbox.errors import ConfinementError
+from fs_notes.sandbox.supervisor import ConfinedWorker
 try:
     ConfinedWorker(sys.argv[1], "delete", "landlock")
 except ConfinementError as exc:
@@ -778,7 +778,7 @@ def test_a_worker_killed_while_idle_is_reaped_at_once_and_restarted_when_needed(
 def test_what_a_worker_writes_to_stderr_is_logged_one_escaped_line_at_a_time(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from sandbox.spawn import watch
+    from fs_notes.sandbox.spawn import watch
 
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; sys.stderr.write('one\\ntwo \\x1b[31mred\\n')"],

@@ -1,4 +1,4 @@
-"""The server's own Landlock domain (fs_notes/selfconfine.py, issue 5 item 5).
+"""The server's own Landlock domain (sandbox/selfconfine.py, issue 5 item 5).
 
 Anything that confines runs in a child (`python -c ...`): Landlock cannot be undone. Each child
 test has its positive control: what must fail after `confine_server` works just before it.
@@ -20,20 +20,20 @@ from layers import requirement
 from wire import REPO, StdioServer, child_env, request
 
 from fs_notes.policy import Policy, load_policy
-from fs_notes.selfconfine import (
+from fs_notes.sandbox import landlock_abi as ll
+from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
+from fs_notes.sandbox.selfconfine import (
     LIST,
     SelfConfinementFailed,
     build_plan,
     elf_interpreter,
     workspace_rights,
 )
-from sandbox import landlock_abi as ll
-from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 
 PRELUDE = """
 import errno, json, os, socket, sys, threading
 from fs_notes.policy import Policy
-from fs_notes.selfconfine import SelfConfinementFailed, confine_server
+from fs_notes.sandbox.selfconfine import SelfConfinementFailed, confine_server
 out = {}
 
 def attempt(fn):
@@ -252,7 +252,7 @@ def test_a_confined_server_reaches_only_what_its_plan_allows(layout: Path) -> No
         import psutil, uvicorn, starlette.applications
         from fs_notes.confirm.replay import ReplayStore
         from fs_notes.fs import WorkspaceRoot
-        from sandbox.supervisor import ConfinedWorker
+        from fs_notes.sandbox.supervisor import ConfinedWorker
         with WorkspaceRoot.open(ws) as root:
             ident = root.stat_note("b.md")
         with ConfinedWorker(ws, "delete", "landlock") as worker:

@@ -1,5 +1,5 @@
 """notes_create and notes_update go through a confined write worker, under the same fail-closed
-rule as deletion (tools/confined.py, issue 5)."""
+rule as deletion (sandbox/confined.py, issue 5)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from layers import requirement
 from oslayer import chroot_only, host_mode, make_layer, nothing_enforceable, policy_for
 from wire import StdioServer, call_tool
 
-import sandbox.probe
 from fs_notes.confirm.audit import AuditLog
 from fs_notes.confirm.replay import ReplayStore
 from fs_notes.confirm.state import KeyRing, StateSealer
@@ -23,8 +22,9 @@ from fs_notes.fs import Identity
 from fs_notes.fs.errors import FsError, NoteExists, NoteNotFound, SymlinkRefused
 from fs_notes.policy import Policy, Principal
 from fs_notes.protocol.envelope import Request
+from fs_notes.sandbox import probe as sandbox_probe
+from fs_notes.sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 from fs_notes.serve import ConfirmParts, build_server, open_roots
-from fs_notes.tools.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -133,7 +133,7 @@ def test_a_write_through_the_worker_cannot_leave_the_workspace(
 def test_without_an_enforceable_layer_writes_are_refused_and_nothing_is_written(
     notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
+    monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = make_layer(policy_for(notes, "landlock"), allow_unconfined=False)
     layers.append(layer)
     server = Server(policy_for(notes, "landlock"), layer, tmp_path)
@@ -156,7 +156,7 @@ def test_without_an_enforceable_layer_writes_are_refused_and_nothing_is_written(
 def test_allow_unconfined_lets_writes_run_in_an_unconfined_worker(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", nothing_enforceable)
+    monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = make_layer(policy_for(notes, "none"), allow_unconfined=True)
     layers.append(layer)
     ConfinedWriters(layer).create("notes", "b.md", b"# B\n")
@@ -167,7 +167,7 @@ def test_allow_unconfined_lets_writes_run_in_an_unconfined_worker(
 def test_a_workspace_requiring_landlock_refuses_writes_on_a_chroot_only_host(
     notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
 ) -> None:
-    monkeypatch.setattr(sandbox.probe, "probe", chroot_only)
+    monkeypatch.setattr(sandbox_probe, "probe", chroot_only)
     layer = make_layer(policy_for(notes, "landlock"), allow_unconfined=True)
     layers.append(layer)
     server = Server(policy_for(notes, "landlock"), layer, tmp_path)
@@ -193,7 +193,7 @@ def test_a_chroot_only_host_writes_where_the_policy_accepts_chroot(
         pytest.fail(why)
     if verdict == "skip":
         pytest.skip(why)
-    monkeypatch.setattr(sandbox.probe, "probe", chroot_only)
+    monkeypatch.setattr(sandbox_probe, "probe", chroot_only)
     layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
     ConfinedWriters(layer).update("notes", "a.md", b"# A2\n")

@@ -21,8 +21,8 @@ import sys
 import time
 from typing import Any
 
-from sandbox import worker
-from sandbox.protocol import BAD_REQUEST_FRAME, OK_FRAME, os_error_frame
+from fs_notes.sandbox import worker
+from fs_notes.sandbox.protocol import BAD_REQUEST_FRAME, OK_FRAME, os_error_frame
 
 from . import compromised
 

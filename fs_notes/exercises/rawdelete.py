@@ -1,6 +1,6 @@
 """Deletion for the no-filesystem knock-out: the confined worker unlinks the path string as given.
 
-The real deleter (`tools.confined.ConfinedDeleters`) sends the note id to a confined worker that
+The real deleter (`sandbox.confined.ConfinedDeleters`) sends the note id to a confined worker that
 resolves it again with the filesystem layer. With layer 2 knocked out, the worker must not do
 that either, so `RawDeleters` uses the attacker worker (`rawworker.RawWorker`: confined through
 the real worker's own entry point, then a bare unlinkat from the workspace folder, no resolution
@@ -19,12 +19,12 @@ import errno
 import logging
 import threading
 
-from sandbox.errors import NoEnforceableLayer, OsRefused, SandboxError
-from sandbox.supervisor import Mode
+from fs_notes.sandbox.errors import NoEnforceableLayer, OsRefused, SandboxError
+from fs_notes.sandbox.kinds import Mode
 
 from ..fs import FsError, Identity, InvalidPath
 from ..policy import Policy
-from ..tools.confined import OsLayerFailed
+from ..sandbox.confined import OsLayerFailed
 from .rawworker import RawWorker
 
 log = logging.getLogger("fs_notes.exercises")
@@ -48,7 +48,7 @@ class RawDeleters:
         if self._self_confined:
             self._mode = "landlock"
             return
-        from sandbox.probe import probe, select_mode
+        from fs_notes.sandbox.probe import probe, select_mode
 
         try:
             self._mode = select_mode(probe(), False)

@@ -24,8 +24,9 @@ import errno
 import json
 from typing import Any, Literal
 
-from sandbox.errors import OsRefused
-from sandbox.supervisor import ConfinedWorker, Mode
+from fs_notes.sandbox.errors import OsRefused
+from fs_notes.sandbox.kinds import Mode
+from fs_notes.sandbox.supervisor import ConfinedWorker
 
 
 class RawWorker(ConfinedWorker):
@@ -95,7 +96,7 @@ class RawWorker(ConfinedWorker):
 
 
 def _frame(request: dict[str, Any]) -> bytes:
-    from sandbox.protocol import frame
+    from fs_notes.sandbox.protocol import frame
 
     if "\x00" in str(request.get("path", "")):
         raise ValueError("a path with NUL cannot be sent")

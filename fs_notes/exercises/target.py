@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from sandbox.supervisor import Mode
+from fs_notes.sandbox.kinds import Mode
 
 from ..cli import ConfigError
 from ..policy import Policy, PolicyError, load_policy
@@ -85,7 +85,7 @@ def _leak(paths: Sequence[str]) -> tuple[int, ...]:
 def _confine_self(knockout: str, policy_path: str, replay_db: str) -> bool:
     if knockout == "os":
         return False
-    from ..selfconfine import SelfConfinementFailed, confine_server
+    from ..sandbox.selfconfine import SelfConfinementFailed, confine_server
 
     try:
         done = confine_server(load_policy(policy_path), replay_db=replay_db)
@@ -106,7 +106,7 @@ class _Attackers:
     def _mode(self) -> Mode:
         if self._self_confined:
             return "landlock"
-        from sandbox.probe import probe, select_mode
+        from fs_notes.sandbox.probe import probe, select_mode
 
         return select_mode(probe(), False)
 
@@ -173,7 +173,7 @@ def run(argv: Sequence[str]) -> int:
     deleter: NoteDeleter | None = None
     writer: NoteWriter | None = None
     if knockout in ("none", "lexical"):
-        from ..tools.confined import ConfinedDeleters, ConfinedWriters, OsLayer
+        from ..sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 
         layer = OsLayer(policy, real, allow_unconfined=False, self_confined=self_confined)
         closers.append(layer.close)

@@ -230,7 +230,7 @@ class TracingRoot:
 
 
 def _record_worker(trace: Trace, exc: FsError, verb: str) -> None:
-    from ..tools.confined import OsLayerFailed
+    from ..sandbox.confined import OsLayerFailed
 
     if isinstance(exc, OsLayerFailed):
         trace.record("os", f"{verb}: {exc}")

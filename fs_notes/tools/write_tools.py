@@ -1,7 +1,7 @@
 """notes_create and notes_update: the two tools that write, through a `NoteWriter`.
 
 The writer is the filesystem layer in this process (`DirectWriter`: layers 1 and 2 only, for
-tests and embedding), or what `serve` uses: `tools.confined.ConfinedWriters`, a confined worker
+tests and embedding), or what `serve` uses: `sandbox.confined.ConfinedWriters`, a confined worker
 process per workspace whose OS rights are limited to creating and rewriting files beneath it.
 A writer that says writing is unavailable in a workspace (no enforceable OS layer: fail closed)
 is asked before anything else happens, and its reason is shown; the note id is checked lexically

@@ -49,15 +49,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sandbox import landlock_abi as ll
-from sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
-from sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
-from sandbox.process import CAP_NET_BIND_SERVICE, CAP_SETGID, CAP_SETPCAP, CAP_SETUID
-from sandbox.seccomp import Profile
+from fs_notes.policy import Policy
+from fs_notes.sandbox import landlock_abi as ll
+from fs_notes.sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
+from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
+from fs_notes.sandbox.process import CAP_NET_BIND_SERVICE, CAP_SETGID, CAP_SETPCAP, CAP_SETUID
+from fs_notes.sandbox.seccomp import Profile
 
-from .policy import Policy
-
-log = logging.getLogger("fs_notes.selfconfine")
+log = logging.getLogger("fs_notes.sandbox.selfconfine")
 
 READ = ll.ACCESS_FS_READ_FILE | ll.ACCESS_FS_READ_DIR
 LIST = ll.ACCESS_FS_READ_DIR
@@ -97,7 +96,7 @@ SERVER_CAPABILITIES = (
 )
 SYSTEM_LIBRARY_FOLDERS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 #: The server's own top-level packages (the worker imports both).
-OWN_PACKAGES = ("fs_notes", "sandbox")
+OWN_PACKAGES = ("fs_notes", "fs_notes.sandbox")
 _PT_INTERP = 3
 
 
@@ -342,9 +341,9 @@ def apply(plan: Plan) -> SelfConfinement:
     """Confine this process to `plan`, irreversibly, and prove it took effect."""
     import threading
 
-    from sandbox.confine import confine
-    from sandbox.errors import ConfinementError
-    from sandbox.process import limit_capabilities, thread_count
+    from fs_notes.sandbox.confine import confine
+    from fs_notes.sandbox.errors import ConfinementError
+    from fs_notes.sandbox.process import limit_capabilities, thread_count
 
     own = os.path.dirname(os.path.realpath(__file__))
     if threading.active_count() != 1 or thread_count() != 1:
@@ -391,7 +390,7 @@ def confine_server(
     port_file: str | None = None,
 ) -> SelfConfinement:
     """Confine the server now (one thread only) if the kernel has Landlock; see the docstring."""
-    from sandbox import seccomp
+    from fs_notes.sandbox import seccomp
 
     seccomp.available()  # load libseccomp now: finding it runs ldconfig, which Landlock forbids
     reason = unavailable_reason()
@@ -409,7 +408,7 @@ def confine_server(
 def _limit_for_chroot_workers(http_port: int | None) -> int:
     """Without Landlock the server still sheds every capability but its workers' (and
     CAP_SYS_CHROOT for their chroot): CAP_SYS_ADMIN, CAP_LINUX_IMMUTABLE, CAP_SYS_MODULE, ... go."""
-    from sandbox.process import CAP_SYS_CHROOT, limit_capabilities
+    from fs_notes.sandbox.process import CAP_SYS_CHROOT, limit_capabilities
 
     keep = SERVER_CAPABILITIES | {CAP_SYS_CHROOT}
     if http_port is not None and http_port < 1024:
@@ -425,8 +424,8 @@ def _filter(profile: Profile) -> dict[str, Any]:
     every thread and worker inherits it. SelfConfinementFailed if it cannot be loaded."""
     import threading
 
-    from sandbox import seccomp
-    from sandbox.process import thread_count
+    from fs_notes.sandbox import seccomp
+    from fs_notes.sandbox.process import thread_count
 
     if threading.active_count() != 1 or thread_count() != 1:
         raise SelfConfinementFailed("refusing to filter a multi-threaded process")

@@ -20,8 +20,9 @@ Guarantees:
   short-lived Python children, and the workers) starts `START_DELAY` seconds after the server,
   or at once when a create, update or delete needs it, on a background thread; psutil,
   subprocess and the supervisor are imported there, not on the start-up path. Which layers are
-  active is logged once known. When the server confined itself with Landlock (fs_notes.selfconfine,
-  proven at start-up), that proof stands in for the probe: the mode is "landlock".
+  active is logged once known. When the server confined itself with Landlock
+  (fs_notes.sandbox.selfconfine, proven at start-up), that proof stands in for the probe: the
+  mode is "landlock".
 
 Does not: retry an operation that failed in a worker (the tools report it; nothing is half done:
 unlinkat and renameat are atomic), decide who may do what (layer 1), or resolve paths (the
@@ -34,22 +35,22 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from sandbox.errors import NoEnforceableLayer, SandboxError
+from fs_notes.sandbox.errors import NoEnforceableLayer, SandboxError
+from fs_notes.sandbox.kinds import KINDS, Kind, Mode
 
 from ..fs import FsError, Identity
 from ..policy import Policy, Workspace
 
 if TYPE_CHECKING:
-    from sandbox.supervisor import ConfinedWorker, Mode
+    from fs_notes.sandbox.supervisor import ConfinedWorker
 
 log = logging.getLogger("fs_notes.sandbox")
 
 START_DELAY = 1.0
 SETUP_TIMEOUT = 60.0
-Kind = Literal["delete", "write"]
-_KINDS: tuple[Kind, ...] = ("delete", "write")
+
 _T = TypeVar("_T")
 
 
@@ -116,7 +117,7 @@ class OsLayer:
         if self._self_confined:
             mode = "landlock"  # proven in this very process at start-up
         else:
-            from sandbox.probe import probe, select_mode
+            from fs_notes.sandbox.probe import probe, select_mode
 
             try:
                 mode = select_mode(probe(), self._allow)
@@ -158,7 +159,7 @@ class OsLayer:
         return [
             (name, kind)
             for name in self._workspaces
-            for kind in _KINDS
+            for kind in KINDS
             if kind in ops[name] and name not in self._refusals
         ]
 
@@ -208,7 +209,7 @@ class OsLayer:
             worker = self._workers.get((workspace, kind))
             if worker is not None:
                 return worker
-            from sandbox.supervisor import ConfinedWorker
+            from fs_notes.sandbox.supervisor import ConfinedWorker
 
             try:  # the folder serve opened at start-up, never the path again
                 fd = self._roots[workspace].fd
