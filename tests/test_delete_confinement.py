@@ -4,6 +4,7 @@ OS layer's set-up never competes with the server's start (sandbox/confined.py, i
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -240,6 +241,21 @@ def test_check_reports_the_mechanism_serve_uses(hide: bool, mode: str) -> None:
     assert data["openat2"] is True
     assert data["landlock"]["enforced"] is (mode == "landlock")
     assert data["self_confinement"] is (mode == "landlock")
+    # Measured, not predicted (issue 12 item 2): each process's uid, capabilities, domain, filter.
+    procs = data["processes"]
+    assert procs["server"]["seccomp"]["mode"] == 2
+    assert procs["server"]["seccomp"]["profile"] == (
+        "server" if mode == "landlock" else "server-chroot"
+    )
+    assert procs["server"]["landlock"]["enforced"] is (mode == "landlock")
+    assert procs["server"]["uid"] == os.geteuid()
+    for kind in ("delete", "write"):
+        worker = procs[f"{kind}_worker"]
+        assert worker["mode"] == mode and worker["no_new_privs"] is True
+        assert worker["seccomp"]["profile"] == kind
+        assert (worker["landlock"] is not None) is (mode == "landlock")
+    if os.geteuid() == 0:  # root keeps only the workers' capabilities, never CAP_SYS_ADMIN
+        assert int(procs["server"]["effective_caps"], 16) & (1 << 21) == 0
 
 
 def test_serve_deletes_through_its_worker_and_leaves_no_process_behind(notes: Path) -> None:
