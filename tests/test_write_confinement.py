@@ -3,6 +3,7 @@ rule as deletion (sandbox/confined.py, issue 5)."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Iterator
@@ -240,6 +241,17 @@ def test_serve_writes_through_its_write_worker(notes: Path) -> None:
 FORM = {"elicitation": {"form": {}}}
 
 
+def chroot_policy(tmp_path: Path, ws: Path, operations: list[str]) -> Path:
+    """A policy file for the local user on `ws`, accepting chroot (so both CI passes write)."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        '[[principal]]\nname = "me"\nlocal = true\n\n'
+        f'[[workspace]]\nname = "w"\npath = "{ws}"\nsandbox = "chroot"\n\n'
+        f'[[grant]]\nprincipal = "me"\nworkspace = "w"\noperations = {json.dumps(operations)}\n'
+    )
+    return policy
+
+
 def test_a_workspace_swapped_after_start_up_is_never_written_through_its_path(
     tmp_path: Path,
 ) -> None:
@@ -251,12 +263,7 @@ def test_a_workspace_swapped_after_start_up_is_never_written_through_its_path(
     ws.mkdir()
     (ws / "a.md").write_text("# A\n")
     (ws / "victim.md").write_text("# Victim\n")
-    policy = tmp_path / "policy.toml"
-    policy.write_text(
-        '[[principal]]\nname = "me"\nlocal = true\n\n'
-        f'[[workspace]]\nname = "w"\npath = "{ws}"\nsandbox = "chroot"\n\n'
-        '[[grant]]\nprincipal = "me"\nworkspace = "w"\noperations = ["read", "write", "delete"]\n'
-    )
+    policy = chroot_policy(tmp_path, ws, ["read", "write", "delete"])
     uri = ws.as_uri()
     server = StdioServer("serve", "--policy", str(policy), "--replay-db", str(tmp_path / "r.db"))
     try:
@@ -307,12 +314,7 @@ def test_created_notes_and_folders_keep_the_umask_and_an_update_keeps_the_mode(
     ws.mkdir()
     (ws / "a.md").write_text("# A\n")
     os.chmod(ws / "a.md", 0o664)
-    policy = tmp_path / "policy.toml"
-    policy.write_text(
-        '[[principal]]\nname = "me"\nlocal = true\n\n'
-        f'[[workspace]]\nname = "w"\npath = "{ws}"\nsandbox = "chroot"\n\n'
-        '[[grant]]\nprincipal = "me"\nworkspace = "w"\noperations = ["read", "write"]\n'
-    )
+    policy = chroot_policy(tmp_path, ws, ["read", "write"])
     old = os.umask(0o022)
     try:
         server = StdioServer("serve", "--policy", str(policy))
