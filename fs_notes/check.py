@@ -30,15 +30,18 @@ from fs_notes.sandbox.probe import probe, select_mode
 
 _SERVER_CHILD = """
 import json, os, sys, tempfile
+from fs_notes.fs import WorkspaceRoot
 from fs_notes.policy import Policy
 from fs_notes.sandbox import seccomp
 from fs_notes.sandbox.process import capabilities
 from fs_notes.sandbox.selfconfine import confine_server
 ws = tempfile.mkdtemp(prefix="fs-notes-check-")
 try:
-    done = confine_server(Policy.for_single_workspace(ws, "check", token_sha256=None),
-                          replay_db=None)
+    policy = Policy.for_single_workspace(ws, "check", token_sha256=None)
+    root = WorkspaceRoot.open(ws)
+    done = confine_server(policy, replay_db=None, roots={policy.workspaces[0].name: root})
     out = {"uid": os.geteuid(), "effective_caps": hex(capabilities()[0]),
+           "view": done.view,
            "landlock": {"enforced": done.enforced, "abi": done.abi, "rules": len(done.grants)},
            "seccomp": {"mode": seccomp.status(), **(done.seccomp or {})}}
 except Exception as exc:

@@ -120,6 +120,9 @@ class Workspace:
     symlinks: SymlinkPolicy
     sandbox: SandboxLevel  # the minimum OS layer that deletion in this workspace requires
     read_limit: int = DEFAULT_READ_LIMIT  # bytes: the most one read returns, and whole notes above
+    #: (name, uid, gid) whom this workspace's workers run as when serve runs as root (None: the
+    #: folder's owner); resolved from the user database when the policy is loaded.
+    worker_user: tuple[str, int, int] | None = None
 
     def accepts(self, mode: SandboxLevel) -> bool:
         """Whether deleting here may run under ``mode`` (landlock > chroot > none)."""
@@ -148,6 +151,17 @@ def hash_token(token: str) -> str:
 
 
 # --- plain checks, shared by the file format (policy_file.py) and zero-config mode -----------
+
+
+def resolve_user(value: str) -> tuple[str, int, int]:
+    """(name, uid, gid) of a user named by name or numeric uid, from the user database."""
+    import pwd
+
+    try:
+        entry = pwd.getpwuid(int(value)) if value.isdigit() else pwd.getpwnam(value)
+    except (KeyError, OverflowError):
+        raise ValueError(f"no such user on this host: {value!r}") from None
+    return entry.pw_name, entry.pw_uid, entry.pw_gid
 
 
 def _check_name(value: str) -> str:

@@ -30,6 +30,7 @@ from .policy import (
     _check_name,
     _check_path,
     _check_read_limit,
+    resolve_user,
 )
 
 # --- the file format (pydantic models of one parsed TOML document) ---------------------------
@@ -58,9 +59,17 @@ class _WorkspaceTable(_Table):
     symlinks: SymlinkPolicy = "deny"
     sandbox: SandboxLevel = "landlock"
     read_limit: int = DEFAULT_READ_LIMIT
+    worker_user: str | None = None
 
     _name = field_validator("name")(_check_name)
     _read_limit = field_validator("read_limit")(_check_read_limit)
+
+    @field_validator("worker_user")
+    @classmethod
+    def _user(cls, value: str | None) -> str | None:
+        if value is not None:
+            resolve_user(value)
+        return value
 
     @field_validator("path")
     @classmethod
@@ -210,7 +219,8 @@ def _from_tables(doc: _PolicyFile, source: str | None, lines: _KeyLines | None) 
                 )
                 at = f" (line {lines.line_of(('workspace', j, 'path'))})" if lines else ""
                 raise _Problem(("workspace", i, "path"), f'{how} workspace "{other.name}"{at}')
-        workspaces.append(Workspace(w.name, root, w.symlinks, w.sandbox, w.read_limit))
+        user = resolve_user(w.worker_user) if w.worker_user is not None else None
+        workspaces.append(Workspace(w.name, root, w.symlinks, w.sandbox, w.read_limit, user))
     principals = [Principal(p.name) for p in doc.principal]
     by_principal = {p.name: p for p in principals}
     by_workspace = {w.name: w for w in workspaces}

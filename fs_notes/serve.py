@@ -21,6 +21,7 @@ from .policy import NotAuthenticated, Policy, PolicyError, Principal, hash_token
 from .protocol.dispatch import Dispatcher, LazyDispatcher
 
 if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first answer
+    from .sandbox.selfconfine import SelfConfinement
     from .tools.context import IdRules, NotesEnv, WorkspaceRoots
     from .tools.delete import NoteDeleter
     from .tools.write_tools import NoteWriter
@@ -182,15 +183,25 @@ def serve(args: argparse.Namespace) -> int:
             stdio_principal = policy.local_principal()
         except PolicyError as exc:
             raise ConfigError(str(exc)) from None
+    for ws in policy.workspaces:
+        if ws.worker_user is not None and os.geteuid() not in (0, ws.worker_user[1]):
+            raise ConfigError(
+                f'workspace "{ws.name}": worker_user = "{ws.worker_user[0]}" needs serve to run '
+                "as root (or as that user)"
+            )
     confirm = open_confirm_parts(args)
     roots = open_roots(policy)
     port = (bind.port or _free_port(bind.host)) if bind is not None else None
-    self_confined = _confine_self(args, policy, confirm, port)  # before any thread starts
+    confined = _confine_self(args, policy, confirm, port, roots)  # before any thread starts
     from .discovery import discover_method
     from .sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 
     os_layer = OsLayer(
-        policy, roots, allow_unconfined=args.allow_unconfined, self_confined=self_confined
+        policy,
+        roots,
+        allow_unconfined=args.allow_unconfined,
+        self_confined=confined is not None and confined.enforced,
+        host=confined.host if confined is not None else None,
     )
 
     def build() -> Dispatcher:
@@ -233,12 +244,16 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def _confine_self(
-    args: argparse.Namespace, policy: Policy, confirm: ConfirmParts, port: int | None
-) -> bool:
-    """Confine this process with Landlock (sandbox/selfconfine.py); whether it is confined."""
+    args: argparse.Namespace,
+    policy: Policy,
+    confirm: ConfirmParts,
+    port: int | None,
+    roots: dict[str, WorkspaceRoot],
+) -> SelfConfinement | None:
+    """Confine this process (sandbox/selfconfine.py); what was done (None: --no-self-confine)."""
     if getattr(args, "no_self_confine", False):
         log.warning("the server does not confine itself (--no-self-confine)")
-        return False
+        return None
     from .sandbox.selfconfine import SelfConfinementFailed, confine_server
 
     try:
@@ -247,6 +262,7 @@ def _confine_self(
             replay_db=confirm.replay.path,
             http_port=port,
             port_file=getattr(args, "port_file", None),
+            roots=roots,
         )
     except SelfConfinementFailed as exc:
         raise ConfigError(
@@ -259,7 +275,7 @@ def _confine_self(
         )
     else:
         log.info("the server does not confine itself: %s", done.reason)
-    return done.enforced
+    return done
 
 
 def _serve_http(

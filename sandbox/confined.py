@@ -44,6 +44,7 @@ from ..fs import FsError, Identity
 from ..policy import Policy, Workspace
 
 if TYPE_CHECKING:
+    from fs_notes.sandbox.probe import HostReport
     from fs_notes.sandbox.supervisor import ConfinedWorker
 
 log = logging.getLogger("fs_notes.sandbox")
@@ -75,9 +76,11 @@ class OsLayer:
         *,
         allow_unconfined: bool,
         self_confined: bool = False,
+        host: HostReport | None = None,
         start_delay: float = START_DELAY,
     ) -> None:
         self._policy = policy
+        self._host = host  # probed before the private view, when the server is not self-confined
         self._roots = roots
         self._allow = allow_unconfined
         self._self_confined = self_confined
@@ -120,7 +123,7 @@ class OsLayer:
             from fs_notes.sandbox.probe import probe, select_mode
 
             try:
-                mode = select_mode(probe(), self._allow)
+                mode = select_mode(self._host or probe(), self._allow)
             except NoEnforceableLayer:
                 self.mode = "refused"
                 log.error(
@@ -213,7 +216,8 @@ class OsLayer:
 
             try:  # the folder serve opened at start-up, never the path again
                 fd = self._roots[workspace].fd
-                worker = ConfinedWorker(fd, kind, self._mode, symlinks=ws.symlinks)
+                user = ws.worker_user[1:] if ws.worker_user is not None else None
+                worker = ConfinedWorker(fd, kind, self._mode, symlinks=ws.symlinks, user=user)
             except (SandboxError, FsError, OSError) as exc:
                 log.error("workspace %s: the %s worker did not start: %s", workspace, kind, exc)
                 raise OsLayerFailed(f"the confined {kind} worker could not be started") from None

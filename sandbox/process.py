@@ -153,6 +153,17 @@ def owner_of(workspace_fd: int) -> tuple[int, int] | None:
     return None if st.st_uid == 0 else (st.st_uid, st.st_gid)
 
 
+def user_as_root(user: tuple[int, int]) -> tuple[int, int] | None:
+    """Whom a worker started by this process becomes for a named `user`: that user, if this
+    process is root and `user` is not (None: stay as we are); OSError (EPERM) if this process is
+    another user, who cannot switch to it."""
+    if os.geteuid() == 0:
+        return None if user[0] == 0 else user
+    if user[0] != os.geteuid():
+        raise OSError(errno.EPERM, "running workers as another user needs serve to run as root")
+    return None
+
+
 def become(uid: int, gid: int) -> None:
     """Switch every uid and gid of this process to `uid`/`gid`, with no supplementary groups; the
     kernel then clears the capabilities (KEEP_CAPS is off: `drop_capabilities` locks it so). Checks

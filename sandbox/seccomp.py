@@ -29,8 +29,8 @@ What it does NOT guarantee (decided, not overlooked):
   * Anything about *which paths* a call touches: seccomp sees pointers, not strings. Opening,
     creating and removing beneath a workspace is Landlock's business (sandbox/confine.py,
     sandbox/selfconfine.py) and the filesystem layer's (fs_notes/fs/).
-  * `stat` of an outside path still works here (existence can leak to a compromised process);
-    the workers' chroot hides it where chroot is used.
+  * `stat` of an outside path: the private view hides what exists outside (sandbox/view.py,
+    as root), the chroot workers' chroot does for them; elsewhere existence can leak.
   * It is a deny list over a default of ALLOW: a new kernel's new system call that changes
     metadata is open until it is added here (the newest are listed by number).
 """

@@ -1,5 +1,11 @@
 """Self-confinement of the server process: its own Landlock domain, applied once at start-up.
 
+First, with or without Landlock, the private view (sandbox/view.py): where the server has
+CAP_SYS_ADMIN (root) it moves into a mount namespace that shows only the paths of its plan (so a
+compromised server cannot even `stat` what lies outside), and each workspace handle in `roots` is
+re-opened on its bind; elsewhere `view` says why not and a warning is logged. A view begun and
+not finished is `SelfConfinementFailed`.
+
 Guarantees, when `confine_server` returns a report with `enforced=True`:
 - The server process and everything it starts later (threads, workers) is in a Landlock domain
   that handles every filesystem right of the running ABI and allows only: beneath each workspace,
@@ -45,16 +51,18 @@ import logging
 import os
 import struct
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from fs_notes.policy import Policy
 from fs_notes.sandbox import landlock_abi as ll
 from fs_notes.sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
 from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
+from fs_notes.sandbox.probe import HostReport, probe
 from fs_notes.sandbox.process import CAP_NET_BIND_SERVICE, CAP_SETGID, CAP_SETPCAP, CAP_SETUID
 from fs_notes.sandbox.seccomp import Profile
+from fs_notes.sandbox.view import Mount, Shape, View
 
 log = logging.getLogger("fs_notes.sandbox.selfconfine")
 
@@ -106,17 +114,23 @@ class SelfConfinementFailed(Exception):
 
 @dataclass(frozen=True)
 class Grant:
-    """One Landlock rule: `rights` beneath `path` (a folder) or on it (a file)."""
+    """One Landlock rule: `rights` beneath `path` (a folder) or on it (a file); in the private
+    view (sandbox/view.py) `shape` says how the path is shown ("names": the folder's own
+    entries come from other rules; None: its whole tree, or the file)."""
 
     path: str
     rights: int
     why: str
+    shape: Shape | None = None
 
 
 @dataclass(frozen=True)
 class Plan:
     grants: tuple[Grant, ...]
     bind_ports: tuple[int, ...] = ()
+    #: Paths the process names as they are written (symbolic links on the way are copied into
+    #: the view): the interpreter, its loader, the import path, the workspaces as configured.
+    literals: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,11 +144,16 @@ class SelfConfinement:
     bind_ports: tuple[int, ...] = ()
     effective_caps: int | None = None  # what was left of the capabilities
     seccomp: dict[str, Any] | None = None  # sandbox.seccomp.Installed.to_json(), when loaded
+    view: dict[str, Any] | None = None  # sandbox.view.View.to_json()
+    #: Without Landlock: the host probe (sandbox/probe.py), run before the view hides the
+    #: scratch folder it needs; the OS layer picks the workers' mode from it.
+    host: HostReport | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "enforced": self.enforced,
             "seccomp": self.seccomp,
+            "view": self.view,
             "abi": self.abi,
             "reason": self.reason,
             "rules": [
@@ -201,7 +220,7 @@ def _python_grants() -> list[Grant]:
             folder = real
             grants.append(Grant(real, ll.ACCESS_FS_READ_FILE, f"module {name}"))
         # The import system lists the folder on sys.path that holds it (names only).
-        grants.append(Grant(os.path.dirname(folder), LIST, f"import path of {name}"))
+        grants.append(Grant(os.path.dirname(folder), LIST, f"import path of {name}", "names"))
     return grants
 
 
@@ -267,7 +286,7 @@ def _runtime_grants(*, http: bool, covered: list[str]) -> list[Grant]:
         if not _beneath(d, covered):
             grants.append(Grant(d, READ, "shared libraries"))
             covered = [*covered, d]  # sorted: a folder comes before what lies beneath it
-    grants.append(Grant("/proc", READ, "/proc (psutil, /proc/self/fd, boot id)"))
+    grants.append(Grant("/proc", READ, "/proc (psutil, /proc/self/fd, boot id)", "proc"))
     grants.append(Grant(os.devnull, ll.ACCESS_FS_READ_FILE | ll.ACCESS_FS_WRITE_FILE, "/dev/null"))
     optional = ["/etc/ld.so.cache", "/etc/localtime"]
     if http:
@@ -305,9 +324,31 @@ def build_plan(
         if g.path == "/" or not os.path.isabs(g.path):
             raise SelfConfinementFailed(f"{g.why}: refusing a rule on {g.path!r}")
         old = merged.get(g.path)
-        merged[g.path] = g if old is None else Grant(g.path, old.rights | g.rights, old.why)
+        if old is not None:
+            shape = old.shape if old.shape == g.shape else None
+            g = Grant(g.path, old.rights | g.rights, old.why, shape)
+        merged[g.path] = g
     ports = (http_port,) if http_port is not None else ()
-    return Plan(tuple(merged.values()), ports)
+    return Plan(tuple(merged.values()), ports, _literals(policy, replay_db, port_file))
+
+
+def _literals(policy: Policy, replay_db: str | None, port_file: str | None) -> tuple[str, ...]:
+    """The paths this process (and the workers it starts) name as written, not resolved."""
+    paths = [sys.executable, os.devnull, *SYSTEM_LIBRARY_FOLDERS, *sys.path]
+    paths += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    interp = elf_interpreter(os.path.realpath(sys.executable))
+    if interp is not None:
+        paths.append(interp)
+    paths += ["/etc/ld.so.cache", "/etc/localtime", *NAME_SERVICE_FILES]
+    paths += [ws.path for ws in policy.workspaces]
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            paths.append(os.path.dirname(file))
+    for extra in (replay_db, port_file):
+        if extra is not None and extra != ":memory:":
+            paths.append(os.path.dirname(os.path.abspath(extra)))
+    return tuple(dict.fromkeys(p for p in paths if p and os.path.isabs(p)))
 
 
 # -- applying it ---------------------------------------------------------------------------
@@ -382,27 +423,87 @@ def unavailable_reason() -> str | None:
     return None
 
 
+class RootHandle(Protocol):
+    """What the view needs of a workspace handle (fs_notes.fs.WorkspaceRoot)."""
+
+    @property
+    def fd(self) -> int: ...
+
+    def rebase(self, fd: int) -> None: ...
+
+
 def confine_server(
     policy: Policy,
     *,
     replay_db: str | None,
     http_port: int | None = None,
     port_file: str | None = None,
+    roots: Mapping[str, RootHandle] | None = None,
 ) -> SelfConfinement:
-    """Confine the server now (one thread only) if the kernel has Landlock; see the docstring."""
+    """Confine the server now (one thread only); see the docstring. `roots` (by workspace name)
+    are the workspace handles opened at start-up: the private view is bound from their fds and
+    each is moved onto its folder inside the view."""
     from fs_notes.sandbox import seccomp
 
     seccomp.available()  # load libseccomp now: finding it runs ldconfig, which Landlock forbids
+    plan = build_plan(policy, replay_db=replay_db, http_port=http_port, port_file=port_file)
+    host = probe() if unavailable_reason() is not None else None
+    by_path = {ws.path: roots[ws.name] for ws in policy.workspaces if roots and ws.name in roots}
+    seen = _enter_view(plan, by_path).to_json()
     reason = unavailable_reason()
     if reason is not None:  # no Landlock: the chroot workers need chroot/unshare from us
         caps = _limit_for_chroot_workers(http_port)
-        done = SelfConfinement(False, None, reason, effective_caps=caps)
+        done = SelfConfinement(False, None, reason, effective_caps=caps, view=seen, host=host)
         return replace(done, seccomp=_filter("server-chroot"))
-    plan = build_plan(policy, replay_db=replay_db, http_port=http_port, port_file=port_file)
     done = apply(plan)
     for g in done.grants:
         log.debug("self-confinement rule: %s %s (%s)", g.path, ll.describe_fs(g.rights), g.why)
-    return replace(done, seccomp=_filter("server"))
+    return replace(done, seccomp=_filter("server"), view=seen)
+
+
+#: Landlock rights that change something (a grant holding one is bound writable in the view).
+_CHANGES = ~(READ | ll.ACCESS_FS_EXECUTE)
+
+
+def view_mounts(plan: Plan, fds: Mapping[str, int]) -> list[Mount]:
+    """The private view of `plan`: each grant at its resolved path; `fds` (by grant path) are
+    bound from the fd instead (the workspaces as opened at start-up)."""
+    mounts = []
+    for g in plan.grants:
+        real = os.path.realpath(g.path)
+        shape = g.shape or ("tree" if os.path.isdir(real) else "file")
+        mounts.append(Mount(real, shape, bool(g.rights & _CHANGES), fds.get(g.path)))
+    return mounts
+
+
+def _enter_view(plan: Plan, roots: Mapping[str, RootHandle]) -> View:
+    """The private view (sandbox/view.py), before Landlock and before CAP_SYS_ADMIN is dropped;
+    then each workspace handle is moved onto its folder inside it."""
+    import threading
+
+    from fs_notes.sandbox import view
+    from fs_notes.sandbox.process import thread_count
+
+    if threading.active_count() != 1 or thread_count() != 1:
+        raise SelfConfinementFailed("refusing to give a multi-threaded process a private view")
+    mounts = view_mounts(plan, {path: root.fd for path, root in roots.items()})
+    try:
+        seen = view.enter(mounts, plan.literals)
+    except (view.ViewFailed, OSError, ValueError) as exc:
+        raise SelfConfinementFailed(str(exc)) from None
+    if not seen.enforced:
+        log.warning(
+            "the server has no private view of the filesystem (%s): a compromised server could "
+            "learn which paths exist outside its workspaces, though not open or change them",
+            seen.reason,
+        )
+        return seen
+    for path, root in roots.items():
+        try:
+            root.rebase(view.reopen(path, root.fd))
+        except OSError as exc:
+            raise SelfConfinementFailed(f"workspace {path}: {exc.strerror}") from None
+    return seen
 
 
 def _limit_for_chroot_workers(http_port: int | None) -> int:

@@ -50,7 +50,7 @@ from fs_notes.sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
 from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 from fs_notes.sandbox.errors import ConfinementError, OsRefused, WorkerFailed
 from fs_notes.sandbox.kinds import Kind, Mode
-from fs_notes.sandbox.process import owner_of
+from fs_notes.sandbox.process import owner_of, user_as_root
 from fs_notes.sandbox.protocol import (
     BAD_REQUEST,
     FS_ERROR,
@@ -180,7 +180,10 @@ class ConfinedWorker:
         *,
         symlinks: Literal["deny", "within"] = "deny",
         start_timeout: float = 10.0,
+        user: tuple[int, int] | None = None,
     ) -> None:
+        """`user` (uid, gid): whom the worker becomes, as root (the policy's worker_user);
+        None: the folder's owner, if not root."""
         if kind not in ("delete", "write"):
             raise ValueError(f"unknown worker kind {kind!r}")
         if mode not in ("landlock", "chroot", "none"):
@@ -194,7 +197,8 @@ class ConfinedWorker:
         self._lock = threading.Lock()
         self._closed = False
         fd = _workspace_fd(workspace)
-        self._owner = owner_of(fd)  # whom the worker becomes (as root, a folder not root's)
+        # Whom the worker becomes: as root, the named user, else a folder's owner other than root.
+        self._owner = owner_of(fd) if user is None else user_as_root(user)
         self._holder = _Holder(fd)
         self._finalizer = weakref.finalize(self, self._holder.shutdown)
         try:
@@ -216,6 +220,8 @@ class ConfinedWorker:
             "--parent-pid", str(os.getpid()),
             "--symlinks", self._symlinks,
         ]  # fmt: skip
+        if self._owner is not None:
+            cmd += ["--user", f"{self._owner[0]}:{self._owner[1]}"]
         return cmd
 
     def _passed_fds(self) -> tuple[int, ...]:

@@ -96,7 +96,15 @@ def parser(prog: str = "fs_notes.sandbox.worker") -> argparse.ArgumentParser:
     p.add_argument("--channel-fd", type=int, required=True)
     p.add_argument("--parent-pid", type=int, required=True)
     p.add_argument("--symlinks", choices=["deny", "within"], default="deny")
+    p.add_argument("--user", type=_user, default=None, help="UID:GID to become (as root)")
     return p
+
+
+def _user(text: str) -> tuple[int, int]:
+    uid, sep, gid = text.partition(":")
+    if not sep or not uid.isdigit() or not gid.isdigit():
+        raise argparse.ArgumentTypeError("expected UID:GID")
+    return int(uid), int(gid)
 
 
 def _import_everything() -> None:
@@ -120,8 +128,10 @@ def _filter(mode: str, kind: str) -> dict[str, Any] | None:
     return installed.to_json()
 
 
-def _confine(mode: str, kind: str, workspace_fd: int) -> dict[str, Any]:
-    owner = process.owner_of(workspace_fd)
+def _confine(
+    mode: str, kind: str, workspace_fd: int, user: tuple[int, int] | None
+) -> dict[str, Any]:
+    owner = user if user is not None else process.owner_of(workspace_fd)
     if mode == "landlock":
         rule_fd = os.open(
             ".", os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=workspace_fd
@@ -162,7 +172,7 @@ def prepare(
     if threading.active_count() != 1 or process.thread_count() != 1:
         raise ConfinementError("worker is not single-threaded")
     root = WorkspaceRoot.from_fd(os.dup(args.workspace_fd), resolver="auto", symlinks=args.symlinks)
-    report = _confine(args.mode, args.kind, args.workspace_fd)
+    report = _confine(args.mode, args.kind, args.workspace_fd, args.user)
     report["seccomp"] = _filter(args.mode, args.kind)
     hello = {
         "pid": os.getpid(),

@@ -6,7 +6,9 @@ tests/hide_landlock.py (which sets FS_NOTES_TEST_LANDLOCK_HIDDEN=1) and the prob
 Landlock (the test must then prove the landlock worker refuses to start: fail closed; a launcher
 that did not hide it is a failure); otherwise "fail" when CI=true or FS_NOTES_EXPECT_LANDLOCK is
 set, and "skip" only on a developer machine. `requirement("chroot")` is "run", else "fail" under
-CI=true, else "skip". A test helper: the product never reads these variables.
+CI=true, else "skip". `requirement("view")` (the server's private view, sandbox/view.py) is
+"run" where it can be built (root), else "fail" under CI=true, else "skip". A test helper: the
+product never reads these variables.
 
 Does not: import pytest (the tests turn the verdict into pytest.fail / pytest.skip), or probe
 more than once per process.
@@ -28,8 +30,15 @@ def host_report() -> HostReport:
     return probe()
 
 
-def requirement(layer: Literal["landlock", "chroot"]) -> tuple[Verdict, str]:
+def requirement(layer: Literal["landlock", "chroot", "view"]) -> tuple[Verdict, str]:
     ci = os.environ.get("CI", "").lower() == "true"
+    if layer == "view":
+        from fs_notes.sandbox.view import unavailable_reason
+
+        reason = unavailable_reason()
+        if reason is None:
+            return "run", ""
+        return ("fail" if ci else "skip"), f"no private view: {reason}"
     if layer == "chroot":
         report = host_report()
         if report.chroot:

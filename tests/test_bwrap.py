@@ -36,7 +36,7 @@ def _need_bwrap() -> None:
 def test_the_escape_exercises_pass_inside_bubblewrap() -> None:
     _need_bwrap()
     env = child_env()
-    env.pop("CI", None)  # judged here: the one cell bwrap itself changes is allowed below
+    env.pop("CI", None)  # judged here
     out = subprocess.run(
         [LAUNCHER, "--rw", "/tmp", "--", sys.executable, "-m", "fs_notes", "exercises", "--json"],
         capture_output=True, text=True, timeout=600, cwd=REPO, env=env,
@@ -44,17 +44,11 @@ def test_the_escape_exercises_pass_inside_bubblewrap() -> None:
     data = json.loads(out.stdout)
     assert data["escapes_with_all_layers"] == 0
     assert data["configurations"]["all"]["selfConfined"] is True  # Landlock, nested in bwrap
-    # bwrap mounts every bind nodev, so the device node that only layer 2 stops outside a sandbox
-    # cannot even be opened in here: the OS refuses it. Nothing else may differ.
-    assert data["differences"] == [
-        {
-            "attack": "device-note",
-            "configuration": "no-filesystem",
-            "expected": "escaped",
-            "actual": "blocked:os",
-            "detail": "naive open/read: EACCES",
-        }
-    ]
+    # The server builds its private view inside bwrap's namespaces too (root in bwrap keeps
+    # CAP_SYS_ADMIN until the server drops it), so nothing differs from the documented matrix.
+    assert data["differences"] == []
+    stat_row = next(a for a in data["attacks"] if a["name"] == "compromised-server-stat")
+    assert stat_row["results"]["all"] == "blocked:os"
 
 
 def test_a_confirmed_deletion_inside_bubblewrap(tmp_path: Path) -> None:

@@ -144,7 +144,8 @@ done = confine_server(Policy.for_single_workspace(ws, "me", token_sha256=None), 
 after = {name: attempt(fn) for name, fn in attacks(secret, ws + "/planted", pid).items()}
 inside = {name: attempt(fn) for name, fn in attacks(ws + "/note.md", ws + "/planted", pid).items()}
 print(json.dumps({"control": control, "after": after, "inside": inside,
-                  "seccomp": done.seccomp, "landlock": done.enforced}))
+                  "seccomp": done.seccomp, "landlock": done.enforced,
+                  "view": done.view["enforced"]}))
 """
 
 
@@ -163,10 +164,13 @@ def test_a_compromised_server_changes_nothing_outside_after_confinement(
     for name, outcome in result["control"].items():
         if name not in NO_CONTROL:
             assert outcome == "ok", (name, result["control"])  # the attack works unconfined
-    # Landlock refuses the fd forms at open (EACCES); seccomp refuses everything else (EPERM),
-    # and the fd forms too where Landlock is missing. Without Landlock the filter leaves unshare
-    # to the chroot workers, but the server, as root, has shed CAP_SYS_ADMIN (EPERM all the same).
-    opened = "EACCES" if landlock else "EPERM"
+    # The fd forms cannot even open the outside file: the private view does not show it
+    # (ENOENT; as root, with or without Landlock), else Landlock refuses the open (EACCES);
+    # seccomp refuses everything else (EPERM), and the fd forms too where both are missing
+    # (they are refused on a note of the workspace below). Without Landlock the filter leaves
+    # unshare to the chroot workers, but the server has shed CAP_SYS_ADMIN (EPERM all the same).
+    assert result["view"] is (os.geteuid() == 0)
+    opened = "ENOENT" if result["view"] else "EACCES" if landlock else "EPERM"
     assert result["after"] == {
         "chmod": "EPERM", "fchmod": opened, "chown": "EPERM", "fchown": opened,
         "utime": "EPERM", "setxattr": "EPERM", "removexattr": "EPERM", "link": "EPERM",
@@ -177,6 +181,7 @@ def test_a_compromised_server_changes_nothing_outside_after_confinement(
     # Inside its own workspace the metadata calls are refused just the same (nothing needs them).
     inside = {k: v for k, v in result["inside"].items() if k not in ("fchmod", "fchown")}
     assert inside == {k: result["after"][k] for k in inside}
+    assert result["inside"]["fchmod"] == result["inside"]["fchown"] == "EPERM"  # on its own fd
     assert _state(secret) == before
     assert sorted(os.listdir(ws)) == ["note.md"]
 

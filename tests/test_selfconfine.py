@@ -33,7 +33,7 @@ from fs_notes.sandbox.selfconfine import (
 PRELUDE = """
 import errno, json, os, socket, sys, threading
 from fs_notes.policy import Policy
-from fs_notes.sandbox.selfconfine import SelfConfinementFailed, confine_server
+from fs_notes.sandbox.selfconfine import SelfConfinementFailed, apply, build_plan, confine_server
 out = {}
 
 def attempt(fn):
@@ -210,7 +210,9 @@ def test_a_file_that_is_not_elf_has_no_loader(tmp_path: Path) -> None:
 # -- applied, in a child ------------------------------------------------------------------------
 
 
-def test_a_confined_server_reaches_only_what_its_plan_allows(layout: Path) -> None:
+def test_landlock_alone_lets_the_server_reach_only_what_its_plan_allows(layout: Path) -> None:
+    # Landlock on its own (`apply`, without the private view that confine_server builds first):
+    # the rules of the plan must be enough by themselves.
     if not landlock_runs():
         return
     out = run_child(
@@ -240,7 +242,9 @@ def test_a_confined_server_reaches_only_what_its_plan_allows(layout: Path) -> No
         out["caps_before"] = caps()
         os.unlink(base + "/new.md")
         policy = Policy.for_single_workspace(ws, "me", token_sha256=None)
-        done = confine_server(policy, replay_db=base + "/state/replay.db", http_port=port)
+        from fs_notes.sandbox import seccomp
+        seccomp.available()  # as confine_server does first (finding libseccomp runs ldconfig)
+        done = apply(build_plan(policy, replay_db=base + "/state/replay.db", http_port=port))
         out["enforced"], out["abi"] = done.enforced, done.abi
         out["after"] = {name: attempt(fn) for name, fn in checks.items()}
         out["caps_after"] = caps()
@@ -300,7 +304,10 @@ def test_a_confined_server_reaches_only_what_its_plan_allows(layout: Path) -> No
     assert not (layout / "new.md").exists()
 
 
-def test_a_read_only_grant_gives_the_server_no_way_to_write(layout: Path) -> None:
+@pytest.mark.parametrize("how", ["landlock", "serve"])
+def test_a_read_only_grant_gives_the_server_no_way_to_write(layout: Path, how: str) -> None:
+    # "landlock": Landlock's rules alone refuse (EACCES); "serve": as serve confines itself, the
+    # private view (as root) binds a read-only workspace read-only, which refuses first (EROFS).
     if not landlock_runs():
         return
     (layout / "policy.toml").write_text(
@@ -322,24 +329,32 @@ def test_a_read_only_grant_gives_the_server_no_way_to_write(layout: Path) -> Non
     out = run_child(
         """
         from fs_notes.policy import load_policy
-        base = sys.argv[1]
+        base, how = sys.argv[1], sys.argv[2]
         ws = base + "/notes"
         out["before"] = attempt(lambda: os.close(os.open(ws + "/x.md", os.O_CREAT | os.O_WRONLY)))
         os.unlink(ws + "/x.md")
-        confine_server(load_policy(base + "/policy.toml"), replay_db=base + "/state/r.db")
+        policy = load_policy(base + "/policy.toml")
+        if how == "landlock":
+            from fs_notes.sandbox import seccomp
+            seccomp.available()
+            apply(build_plan(policy, replay_db=base + "/state/r.db"))
+        else:
+            confine_server(policy, replay_db=base + "/state/r.db")
         out["read"] = attempt(lambda: read(ws + "/a.md"))
         out["create"] = attempt(lambda: os.close(os.open(ws + "/x.md", os.O_CREAT | os.O_WRONLY)))
         out["write"] = attempt(lambda: os.close(os.open(ws + "/a.md", os.O_WRONLY)))
         out["unlink"] = attempt(lambda: os.unlink(ws + "/a.md"))
         """,
         str(layout),
+        how,
     )
+    refused = "EROFS" if how == "serve" and os.geteuid() == 0 else "EACCES"
     assert out == {
         "before": "ok",
         "read": "ok",
-        "create": "EACCES",
-        "write": "EACCES",
-        "unlink": "EACCES",
+        "create": refused,
+        "write": refused,
+        "unlink": refused,
     }
     assert sorted(os.listdir(layout / "notes")) == ["a.md", "b.md"]
 

@@ -333,3 +333,69 @@ def test_created_notes_and_folders_keep_the_umask_and_an_update_keeps_the_mode(
     assert stat.S_IMODE(os.stat(ws / "sub" / "deep").st_mode) == 0o755
     assert stat.S_IMODE(os.stat(ws / "sub" / "deep" / "new.md").st_mode) == 0o644
     assert stat.S_IMODE(os.stat(ws / "a.md").st_mode) == 0o664  # kept, not narrowed by the umask
+
+
+def test_a_policy_names_the_user_the_workers_run_as(tmp_path: Path) -> None:
+    # Issue 12 item 2: as root, a workspace's workers run as `worker_user` when the policy names
+    # one (else as the folder's owner). "own" belongs to nobody: its note is created by nobody.
+    # "roots" belongs to root, so nobody (with no capability left) cannot write in it: refused,
+    # nothing created. Positive control: "plain" (root's, no worker_user) is written, by root.
+    if os.geteuid() != 0:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("CI runs as root")
+        pytest.skip("needs root")
+    mode = host_mode()
+    folders = {name: tmp_path / name for name in ("own", "roots", "plain")}
+    for folder in folders.values():
+        folder.mkdir()
+        os.chmod(folder, 0o755)
+    os.chown(folders["own"], 65534, 65534)
+    lines = ['[[principal]]\nname = "me"\nlocal = true\n']
+    for name, folder in folders.items():
+        user = '\nworker_user = "65534"' if name != "plain" else ""
+        lines.append(
+            f'[[workspace]]\nname = "{name}"\npath = "{folder}"\nsandbox = "chroot"{user}\n\n'
+            f'[[grant]]\nprincipal = "me"\nworkspace = "{name}"\noperations = ["read", "write"]\n'
+        )
+    policy = tmp_path / "policy.toml"
+    policy.write_text("\n".join(lines))
+    server = StdioServer("serve", "--policy", str(policy))
+    try:
+        results = {
+            name: server.ask(
+                call_tool(n, "notes_create",
+                          {"workspaceUri": folder.as_uri(), "id": "n.md", "content": "# N\n"})
+            )["result"]
+            for n, (name, folder) in enumerate(folders.items())
+        }  # fmt: skip
+    finally:
+        assert server.close() == 0
+    assert results["own"].get("isError") is not True, (mode, results["own"])
+    assert (folders["own"] / "n.md").stat().st_uid == 65534
+    assert results["roots"].get("isError") is True
+    assert os.listdir(folders["roots"]) == []
+    assert results["plain"].get("isError") is not True
+    assert (folders["plain"] / "n.md").stat().st_uid == 0
+
+
+def test_worker_user_needs_serve_to_run_as_root_or_as_that_user(tmp_path: Path) -> None:
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        '[[principal]]\nname = "me"\nlocal = true\n\n'
+        f'[[workspace]]\nname = "w"\npath = "{ws}"\nworker_user = "no-such-user-here"\n\n'
+        '[[grant]]\nprincipal = "me"\nworkspace = "w"\noperations = ["read"]\n'
+    )
+    import subprocess
+    import sys
+
+    from wire import REPO, child_env
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "fs_notes", "serve", "--policy", str(policy)],
+        capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "no such user on this host: 'no-such-user-here'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

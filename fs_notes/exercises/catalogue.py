@@ -83,6 +83,9 @@ class Attack:
     operations: tuple[str, ...] = ("read",)
     leak: str | None = None  # a folder (relative to the root) the target holds open as {leakfd}
     needs_mount: bool = False
+    # Blocked in some column only by the server's private view (sandbox/view.py), which needs
+    # root: n/a (this host) without it.
+    needs_view: bool = False
     # Rendering attacks: the exact id that must be served as it is, and lines it must not forge
     # in anything shown (see shown.py); judged from the responses, not from the disk.
     served: str | None = None
@@ -355,6 +358,7 @@ ATTACKS: tuple[Attack, ...] = (
         ("ws/d.md |nulldev",),
         (read("d.md", harm_if_ok=True),),
         "a device node named like a note (serving it at all is the escape)",
+        needs_view=True,  # no-filesystem: the view's binds are nodev
     ),
     Attack(
         "folder-named-md",
@@ -445,6 +449,7 @@ ATTACKS: tuple[Attack, ...] = (
         ),
         "between the form and the answer the note becomes a symlink to outside",
         keep=("outside/was-victim.md",),
+        needs_view=True,  # no-filesystem: the link leads out of the private view
         operations=("read", "delete"),
     ),
     Attack(
@@ -530,6 +535,8 @@ _DOES = {
     "mknod": "plants a node at outside/planted",
     "unlink": "removes outside/secret.md",
     "read": "reads outside/secret.md",
+    "stat": "learns whether outside/secret.md exists",
+    "environ": "reads another process's environment (/proc/<pid>/environ)",
     "ptrace": "attaches to another process with ptrace",
 }
 ATTACKS += tuple(
@@ -540,6 +547,7 @@ ATTACKS += tuple(
         (Compromised(where, op),),
         f"code running in {_WHERE[where]} after its confinement {_DOES[op]}",
         protected=(OUTSIDE_NOTE, "outside/planted"),
+        needs_view=op == "stat",
     )
     for where in ("server", "delete", "write")
     for op in COMPROMISED_OPS

@@ -9,8 +9,11 @@ from outside: the outside file's content, mode, owner, times, links and extended
 planted file's absence, and whether the victim process got a tracer.
 
 Guarantees: each call is made exactly once, on exactly the paths given; the result is "ok" or
-the errno's name. Does not: exist in `serve`; cover `stat` of an outside path or reading another
-process's /proc/<pid>/environ, which no layer of fs-notes refuses today (docs/design.md).
+the errno's name. Two attacks learn rather than change, so what they learned is their result:
+"stat" is "ok" when it could tell that outside/secret.md exists (its stat succeeded, or failed
+differently from a missing name's), and "environ" returns what it read of the victim's
+/proc/<pid>/environ (the runner looks for the secret marker the victim carries there). Does not:
+exist in `serve`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ import os
 from collections.abc import Callable
 from typing import Final
 
-OPS: Final = ("chmod", "chown", "utime", "setxattr", "link", "mknod", "unlink", "read", "ptrace")
+OPS: Final = (
+    "chmod", "chown", "utime", "setxattr", "link", "mknod", "unlink", "read", "stat", "ptrace",
+    "environ",
+)  # fmt: skip
+_ENVIRON_BYTES: Final = 4096
 PTRACE_ATTACH: Final = 16
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -39,6 +46,29 @@ def _read(target: str) -> None:
         os.read(fd, 1)  # the byte stays here: a read is judged by the file's access time
     finally:
         os.close(fd)
+
+
+def _outcome(call: Callable[[], object]) -> str:
+    try:
+        call()
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return "ok"
+
+
+def _stat(target: str, missing: str) -> str:
+    """ "ok" if stat tells `target` (which exists) from `missing` (which does not)."""
+    found, absent = _outcome(lambda: os.stat(target)), _outcome(lambda: os.stat(missing))
+    return "ok" if found == "ok" or found != absent else found
+
+
+def _environ(victim: int) -> str:
+    fd = os.open(f"/proc/{victim}/environ", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, _ENVIRON_BYTES)
+    finally:
+        os.close(fd)
+    return "ok:" + data.replace(b"\0", b" ").decode("latin-1")
 
 
 def _call(op: str, target: str, planted: str, victim: int) -> Callable[[], object]:
@@ -59,11 +89,23 @@ def attack(op: str, target: str, planted: str, victim: int) -> str:
     """Run attack `op` here; "ok" or the name of the errno it failed with."""
     if op not in OPS:
         raise ValueError(f"unknown attack {op!r}")
+    if op == "stat":
+        return _stat(target, planted)
     try:
+        if op == "environ":
+            return _environ(victim)
         _call(op, target, planted, victim)()
     except OSError as exc:
         return errno.errorcode.get(exc.errno or 0, str(exc.errno))
     return "ok"
+
+
+def learned(op: str, result: str) -> str | None:
+    """What an attack that learns (rather than changes) learned, as harm; None if nothing.
+    (The environ attack's secret marker is found in its response by the runner.)"""
+    if op == "stat" and result == "ok":
+        return "stat told that outside/secret.md exists"
+    return None
 
 
 def refused(result: str) -> bool:

@@ -56,7 +56,7 @@ EXPECTED: dict[str, tuple[str, str, str, str]] = {
     "hardlink": (F, F, X, F),
     "fifo-note": (F, F, X, F),
     "socket-note": (F, F, NA, F),
-    "device-note": (F, F, X, F),
+    "device-note": (F, F, OS, F),  # no-filesystem: the private view mounts nodev
     "folder-named-md": (F, F, NA, F),
     "long-name": (L, F, L, L),
     "deep-path": (L, F, L, L),
@@ -67,15 +67,18 @@ EXPECTED: dict[str, tuple[str, str, str, str]] = {
     "bidi-hides-extension": (R, R, R, R),
     "nfd-twin-in-form": (R, R, R, R),
     "zero-width-twin": (R, R, R, R),
-    "replaced-note": (F, F, NA, F),
+    "replaced-note": (F, F, OS, F),  # no-filesystem: the link leads out of the view
     "replaced-parent": (F, F, OS, F),
     "workspace-replaced": (F, F, OS, F),
     "fd-leak-worker": (F, F, OS, F),
     "client-roots": (P, P, P, P),
 }
 # Attacker code in the server or a worker after confinement: the OS layer alone stands (Landlock
-# for paths, the system-call filter for metadata, links, nodes, ptrace); without it, it escapes.
-_COMPROMISED_OPS = ("chmod", "chown", "utime", "setxattr", "link", "mknod", "unlink", "read")
+# for paths, the system-call filter for metadata, links, nodes, ptrace, the private view for what
+# exists outside, Landlock's scoping and hidepid for other processes); without it, it escapes.
+_COMPROMISED_OPS = (
+    "chmod", "chown", "utime", "setxattr", "link", "mknod", "unlink", "read", "stat", "environ",
+)  # fmt: skip
 EXPECTED.update(
     {
         f"compromised-{where}-{op}": (OS, OS, OS, X)

@@ -10,8 +10,10 @@
 
 Guarantees: none about containment, by design. What it does guarantee is that it is honest
 about refusals: every OSError it meets is recorded on the trace, as "os" for EACCES/EPERM (only
-Landlock refuses root) and as "kernel" otherwise, and it bounds its own work (a listing stops
-after `MAX_LISTED` entries or `MAX_DEPTH` folders deep, so a link to "/" cannot run away).
+Landlock refuses root) and for an ENOENT of a path that exists on the host but not in the
+server's private view (`HostLookup`: sandbox/view.py hid it), and as "kernel" otherwise; and it
+bounds its own work (a listing stops after `MAX_LISTED` entries or `MAX_DEPTH` folders deep, so
+a link to "/" cannot run away).
 Does not: exist in `serve`; only `fs_notes.exercises.target` builds one.
 """
 
@@ -26,6 +28,7 @@ from typing import NoReturn
 from ..fs import FsError, Identity, NoteExists, NoteNotFound, TooLarge
 from ..fs.errors import error_for_errno
 from ..tools.context import IdRules
+from .hostview import HostLookup
 from .trace import Trace
 
 MAX_LISTED = 2000
@@ -49,16 +52,24 @@ def naive_uri_parts(uri: str) -> tuple[str, ...]:
 class NaiveRoot:
     """The `NoteRoot` verbs on path strings, with no containment at all."""
 
-    def __init__(self, path: str, trace: Trace) -> None:
+    def __init__(self, path: str, trace: Trace, host: HostLookup | None = None) -> None:
         self.path = path
         self._trace = trace
+        self._host = host
 
     def _join(self, relpath: str) -> str:
         return os.path.join(self.path, relpath)  # an absolute relpath replaces the base
 
+    def _layer(self, code: int, path: str) -> str:
+        if code in (errno.EACCES, errno.EPERM):
+            return "os"
+        if code == errno.ENOENT and self._host is not None and self._host.hidden(path):
+            return "os"  # there on the host, not in the private view
+        return "kernel"
+
     def _fail(self, exc: OSError, verb: str) -> NoReturn:
         code = exc.errno or 0
-        layer = "os" if code in (errno.EACCES, errno.EPERM) else "kernel"
+        layer = self._layer(code, exc.filename if isinstance(exc.filename, str) else "")
         self._trace.record(layer, f"naive {verb}: {errno.errorcode.get(code, str(code))}")
         raise error_for_errno(code) from exc
 
@@ -142,7 +153,7 @@ class NaiveRoot:
                 if path == top:
                     self._fail(exc, "listdir")
                 code = exc.errno or 0
-                layer = "os" if code in (errno.EACCES, errno.EPERM) else "kernel"
+                layer = self._layer(code, path)
                 self._trace.record(layer, f"naive listdir: {errno.errorcode.get(code, str(code))}")
                 continue
             for name in names:
@@ -150,6 +161,9 @@ class NaiveRoot:
                 if name.startswith(".") or seen > MAX_LISTED:
                     continue
                 full = os.path.join(path, name)
+                if not os.path.exists(full) and self._host is not None and self._host.hidden(full):
+                    self._trace.record("os", "naive listdir: ENOENT (not in the private view)")
+                    continue
                 if os.path.isdir(full):  # follows symlinks, crosses mounts
                     if depth < MAX_DEPTH:
                         pending.append((full, f"{prefix}{name}/", depth + 1))

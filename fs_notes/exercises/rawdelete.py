@@ -21,6 +21,7 @@ import threading
 
 from fs_notes.sandbox.errors import NoEnforceableLayer, OsRefused, SandboxError
 from fs_notes.sandbox.kinds import Mode
+from fs_notes.sandbox.probe import HostReport
 
 from ..fs import FsError, Identity, InvalidPath
 from ..policy import Policy
@@ -32,10 +33,16 @@ log = logging.getLogger("fs_notes.exercises")
 
 class RawDeleters:
     def __init__(
-        self, policy: Policy, *, self_confined: bool, leak_fds: tuple[int, ...] = ()
+        self,
+        policy: Policy,
+        *,
+        self_confined: bool,
+        leak_fds: tuple[int, ...] = (),
+        host: HostReport | None = None,
     ) -> None:
         self._workspaces = {ws.name: ws for ws in policy.workspaces}
         self._self_confined = self_confined
+        self._host = host  # probed before the private view
         self._leak_fds = leak_fds
         self._lock = threading.Lock()
         self._mode: Mode | None = None
@@ -51,7 +58,7 @@ class RawDeleters:
         from fs_notes.sandbox.probe import probe, select_mode
 
         try:
-            self._mode = select_mode(probe(), False)
+            self._mode = select_mode(self._host or probe(), False)
         except NoEnforceableLayer:
             self._refused = "no OS containment layer can be enforced on this host"
 

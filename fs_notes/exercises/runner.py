@@ -35,10 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fs_notes.sandbox.view import unavailable_reason as view_unavailable
+
 from . import shown
 from .catalogue import ATTACKS, Attack
 from .client import TargetClient, TargetFailed, meta
-from .compromised import traced_by
+from .compromised import learned, traced_by
 from .layout import (
     FileState,
     HostLimit,
@@ -190,6 +192,10 @@ class _Column:
             if attack.needs_mount and self.host.get("mount"):
                 limited[attack.name] = Outcome("n/a", why=self.host["mount"], host_limited=True)
                 continue
+            if attack.needs_view and self.host.get("view"):
+                why = f"no private view here: {self.host['view']}"
+                limited[attack.name] = Outcome("n/a", why=why, host_limited=True)
+                continue
             fd = str(LEAK_FD + len(self.leaks))
             layout = tuple(e.replace("{leakfd}", fd) for e in attack.layout)
             try:
@@ -286,8 +292,11 @@ class _Column:
             "workspace": "{wsname}",
         }
         response = self._send(Request(COMPROMISED_METHOD, params), names, run)
-        result = response.get("result", {})
-        run.notes.append(f"{step.op} in the {step.where} process: {result.get('result', '?')}")
+        result = str(response.get("result", {}).get("result", "?"))
+        run.notes.append(f"{step.op} in the {step.where} process: {result[:80]}")
+        harm = learned(step.op, result)
+        if harm is not None:
+            run.harm.append(f"{harm} (the {step.where} process)")
 
     def _delete(self, step: Delete, root: Path, names: dict[str, str], run: _Run,
                 after_mutation: Callable[[], None]) -> None:  # fmt: skip
@@ -356,8 +365,12 @@ class _Column:
         run = _Run()
         victim = None
         if any(isinstance(step, Compromised) for step in attack.steps):
-            victim = subprocess.Popen(["sleep", "60"])  # a process the attacker must not trace
+            # A process the attacker must not trace, nor read the environment of (it carries
+            # the secret marker there).
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FS_NOTES_SECRET": self.secret}
+            victim = subprocess.Popen(["sleep", "60"], env=env)
             names["victim"] = str(victim.pid)
+            _until_exec_done(victim.pid)
         try:
             for step in attack.steps:
                 if isinstance(step, Compromised):
@@ -401,6 +414,20 @@ class _Column:
         if attack.served is not None:
             _judge_rendering(attack, run)
         return _verdict(run)
+
+
+def _until_exec_done(pid: int) -> None:
+    """Wait (at most 2 s) until `pid`'s environment is in place: Popen returns when the exec
+    closed its fds, which is before the new program's environment is set up."""
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f.read(1):
+                    return
+        except OSError:
+            return
+        time.sleep(0.005)
 
 
 def _judge_rendering(attack: Attack, run: _Run) -> None:
@@ -458,6 +485,7 @@ def run_matrix(
     try:
         host = {"mount": can_bind(str(base / "scratch")) or ""}
         host["atime"] = "" if atime_detects_reads(base) else "access times are not recorded here"
+        host["view"] = view_unavailable() or ""
         runs = {c: _Column(c, base, secret, options, host) for c in columns}
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(columns)) as pool:
             futures = {c: pool.submit(runs[c].run, attacks) for c in columns}

@@ -34,14 +34,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from fs_notes.sandbox.kinds import Mode
+from fs_notes.sandbox.probe import HostReport
 
 from ..cli import ConfigError
+from ..fs import WorkspaceRoot
 from ..policy import Policy, PolicyError, load_policy
 from ..serve import build_server, open_confirm_parts, open_roots
 from ..tools.context import NoteRoot
 from ..tools.delete import NoteDeleter
 from ..tools.write_tools import NoteWriter
 from .compromised import attack, refused
+from .hostview import HostLookup
 from .naive import PERMISSIVE_IDS, NaiveRoot
 from .rawworker import RawWorker
 from .trace import Trace
@@ -82,25 +85,37 @@ def _leak(paths: Sequence[str]) -> tuple[int, ...]:
     return tuple(fds)
 
 
-def _confine_self(knockout: str, policy_path: str, replay_db: str) -> bool:
+def _confine_self(
+    knockout: str, policy_path: str, replay_db: str, roots: dict[str, WorkspaceRoot]
+) -> tuple[bool, HostReport | None]:
+    """Whether Landlock confines this process, and the host probe made before the private view
+    (without Landlock: what the workers' mode is chosen from)."""
     if knockout == "os":
-        return False
+        return False, None
     from ..sandbox.selfconfine import SelfConfinementFailed, confine_server
 
     try:
-        done = confine_server(load_policy(policy_path), replay_db=replay_db)
+        done = confine_server(load_policy(policy_path), replay_db=replay_db, roots=roots)
     except SelfConfinementFailed as exc:
         raise ConfigError(f"self-confinement failed: {exc}") from None
-    return done.enforced
+    return done.enforced, done.host
 
 
 class _Attackers:
     """The compromised-process class: attacker code in this (confined) server, or in attacker
     workers confined like the real ones; in the no-os knock-out, here, unconfined."""
 
-    def __init__(self, policy: Policy, knockout: str, self_confined: bool, trace: Trace) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        knockout: str,
+        self_confined: bool,
+        trace: Trace,
+        host: HostReport | None = None,
+    ) -> None:
         self._paths = {ws.name: ws.path for ws in policy.workspaces}
         self._knockout, self._self_confined, self._trace = knockout, self_confined, trace
+        self._host = host
         self._workers: dict[tuple[str, str], RawWorker] = {}
 
     def _mode(self) -> Mode:
@@ -108,7 +123,7 @@ class _Attackers:
             return "landlock"
         from fs_notes.sandbox.probe import probe, select_mode
 
-        return select_mode(probe(), False)
+        return select_mode(self._host or probe(), False)
 
     def _worker(self, workspace: str, kind: Literal["delete", "write"]) -> RawWorker:
         worker = self._workers.get((workspace, kind))
@@ -162,20 +177,23 @@ def run(argv: Sequence[str]) -> int:
     knockout: str = args.knockout
     trace = Trace()
     real = open_roots(policy) if knockout != "filesystem" else {}
-    self_confined = _confine_self(knockout, args.policy, confirm.replay.path)
+    host = HostLookup()  # the judge's look at the host, from before the private view
+    self_confined, host_report = _confine_self(knockout, args.policy, confirm.replay.path, real)
     roots: dict[str, NoteRoot] = {}
     for ws in policy.workspaces:
         if knockout == "filesystem":
-            roots[ws.name] = NaiveRoot(ws.path, trace)
+            roots[ws.name] = NaiveRoot(ws.path, trace, host)
         else:
-            roots[ws.name] = TracingRoot(real[ws.name], ws.path, trace)
+            roots[ws.name] = TracingRoot(real[ws.name], ws.path, trace, host)
     closers = []
     deleter: NoteDeleter | None = None
     writer: NoteWriter | None = None
     if knockout in ("none", "lexical"):
         from ..sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 
-        layer = OsLayer(policy, real, allow_unconfined=False, self_confined=self_confined)
+        layer = OsLayer(
+            policy, real, allow_unconfined=False, self_confined=self_confined, host=host_report
+        )
         closers.append(layer.close)
         deleter = TracingDeleter(ConfinedDeleters(layer), trace)
         writer = TracingWriter(ConfinedWriters(layer), trace)
@@ -185,6 +203,7 @@ def run(argv: Sequence[str]) -> int:
         raw = RawDeleters(
             policy,
             self_confined=self_confined,
+            host=host_report,
             leak_fds=leaked,
         )
         closers.append(raw.close)
@@ -212,7 +231,7 @@ def run(argv: Sequence[str]) -> int:
     log.warning("knock-out target: %s", config)
     from ..transport import stdio
 
-    attackers = _Attackers(policy, knockout, self_confined, trace)
+    attackers = _Attackers(policy, knockout, self_confined, trace, host_report)
     closers.append(attackers.close)
     private: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         COMPROMISED_METHOD: attackers.handle

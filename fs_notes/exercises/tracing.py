@@ -33,6 +33,7 @@ from ..protocol.envelope import Notification, Request, result_response
 from ..tools.context import IdRules, strict_folder, strict_note_id
 from ..tools.delete import NoteDeleter
 from ..tools.write_tools import NoteWriter
+from .hostview import HostLookup
 from .naive import naive_uri_parts
 from .trace import TRACE_KEY, Trace, record_fs
 
@@ -112,16 +113,19 @@ def traced_ids(trace: Trace) -> IdRules:
 class TracingRoot:
     """A real `WorkspaceRoot` whose refusals (and silent omissions) are recorded."""
 
-    def __init__(self, root: WorkspaceRoot, path: str, trace: Trace) -> None:
+    def __init__(
+        self, root: WorkspaceRoot, path: str, trace: Trace, host: HostLookup | None = None
+    ) -> None:
         self._root = root
         self._path = path
         self._trace = trace
+        self._host = host  # what the path names on the host, beyond the private view
 
     def _check_anchor(self) -> None:
         held = os.fstat(self._root.fd)
         try:
-            now = os.stat(self._path)
-            same = (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+            now = self._host.stat(self._path) if self._host is not None else os.stat(self._path)
+            same = now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
         except OSError:
             same = False
         if not same:

@@ -156,6 +156,29 @@ class WorkspaceRoot:
     def symlinks(self) -> SymlinkPolicy:
         return self._anchor.symlinks
 
+    def rebase(self, fd: int) -> None:
+        """Hold `fd` instead: another directory fd of the same folder (same device and inode),
+        e.g. the folder seen through the server's private view (sandbox/view.py), whose mount
+        differs. The old fd is closed; `fd` is owned from now on (closed here on failure)."""
+        try:
+            old, new = os.fstat(self._live().fd), os.fstat(fd)
+            if not stat.S_ISDIR(new.st_mode) or (old.st_dev, old.st_ino) != (
+                new.st_dev,
+                new.st_ino,
+            ):
+                raise FsError("not the same folder")
+            os.set_inheritable(fd, False)
+            anchor = Anchor.of(fd, self._anchor.symlinks)
+        except BaseException:
+            close_quietly(fd)
+            raise
+        resolver: Resolver = (
+            Openat2Resolver(anchor) if self._resolver.name == "openat2" else WalkResolver(anchor)
+        )
+        old_fd = self._anchor.fd
+        self._anchor, self._resolver, self._listings = anchor, resolver, ListingCache()
+        os.close(old_fd)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

@@ -1,0 +1,357 @@
+"""The server's private view of the filesystem: a mount namespace that holds only what it may use.
+
+Landlock decides which paths a process may *open*; it does not hide which paths *exist*:
+`stat`, `access`, `readlink`, an `open` that fails ENOENT rather than EACCES all tell a
+compromised process what lies outside. This module closes that where the kernel lets us: the
+server moves into a mount namespace of its own whose "/" is an empty tmpfs holding only the
+paths of its self-confinement plan (sandbox/selfconfine.py), so anything else does not exist,
+for every system call.
+
+Guarantees, when `enter` returns `View(enforced=True)`:
+- This process and everything it starts later (the workers) see a "/" that is a read-only tmpfs
+  holding only: each `Mount` it was given, at its own path (a folder's whole tree, or one file,
+  bind-mounted read-only unless it is `writable`, always nosuid; nodev except /dev/null); folders
+  holding names only (the import path); a fresh procfs mounted with hidepid=invisible and no
+  exempt group (`PROC_OPTIONS`: processes this one may not ptrace are absent, which under
+  Landlock is every process outside its domain; falls back to a read-only bind of the host's
+  /proc, said in `proc`); and the symbolic links on the way to each literal path (the
+  interpreter, its loader, /lib64, /etc/localtime), copied as links. Nothing is ever created
+  inside a bound tree.
+- The old root is detached (pivot_root, then a lazy unmount): no path leads back to it.
+- Each bound path is bound from an O_PATH fd (no symlink followed in the last component); one
+  given with the fd it was opened as at start-up (a workspace) must be that very folder, else
+  `ViewFailed` (it was replaced since). `reopen` opens a folder again inside the view and checks
+  it is the same device and inode.
+- It is proven: after the switch, listing "/" gives exactly the top-level names planned, and an
+  entry of the host's "/" that was not planned is absent (positive control: it existed before).
+- Propagation is MS_SLAVE: mounts made later on the host inside a bound folder still appear here
+  (the filesystem layer refuses notes on other mounts); nothing mounted here reaches the host.
+
+Does not:
+- Apply without CAP_SYS_ADMIN (root) at start-up: `enter` returns `enforced=False` with the reason
+  and the caller says so (a non-root server keeps the host's view; sandbox/deploy/ gives one).
+- Hide anything inside the bound paths (the Python installation, every workspace, the replay
+  folder): a worker sees its siblings' workspaces (Landlock still denies opening them).
+- Affect fds opened before it: they still reach the host's tree (".." from a directory fd climbs
+  there). The caller re-opens its workspace folders inside the view (`reopen`); a leaked directory
+  fd is Landlock's to refuse.
+- Stop a process that keeps CAP_SYS_ADMIN from mounting again: the server drops it right after,
+  and its system-call filter refuses the mount calls.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+MS_RDONLY: Final = 1
+MS_NOSUID: Final = 2
+MS_NODEV: Final = 4
+MS_NOEXEC: Final = 8
+MS_REMOUNT: Final = 32
+MS_NOATIME: Final = 1024
+MS_NODIRATIME: Final = 2048
+MS_BIND: Final = 4096
+MS_REC: Final = 16384
+MS_SLAVE: Final = 1 << 19
+MS_RELATIME: Final = 1 << 21
+MNT_DETACH: Final = 2
+CLONE_NEWNS: Final = 0x00020000
+CAP_SYS_ADMIN: Final = 21
+#: pivot_root has no C library wrapper: its number per architecture.
+_PIVOT_ROOT: Final = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
+#: Where the new root is assembled (mounting a tmpfs there is private to the new namespace).
+_STAGING: Final = ("/tmp", "/mnt", "/var/tmp", "/run")
+#: statvfs flags that a read-only remount must keep (same bit in MS_*, except relatime).
+_KEPT_FLAGS: Final = (
+    (os.ST_NOSUID, MS_NOSUID),
+    (os.ST_NODEV, MS_NODEV),
+    (os.ST_NOEXEC, MS_NOEXEC),
+    (os.ST_NOATIME, MS_NOATIME),
+    (os.ST_NODIRATIME, MS_NODIRATIME),
+    (os.ST_RELATIME, MS_RELATIME),
+)
+_MAX_HOPS: Final = 40
+#: The fresh /proc: a process this one may not ptrace is absent. gid= names the group exempt
+#: from that (by default 0, which would exempt a root server): a group no process has.
+PROC_OPTIONS: Final = "hidepid=invisible,gid=4294967294"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+Shape = Literal["tree", "file", "names", "proc"]
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One path of the view: a folder's `tree` or a `file` (bound), a folder of `names` only
+    (created empty: what is beneath it comes from other mounts), or `proc`."""
+
+    path: str  # absolute, already resolved
+    shape: Shape
+    writable: bool = False
+    fd: int | None = None  # bind from this fd (the workspace's) instead of opening `path`
+
+
+@dataclass(frozen=True)
+class View:
+    enforced: bool
+    reason: str | None = None
+    visible: tuple[str, ...] = ()  # the bound paths
+    proc: str | None = None  # "hidepid=invisible" or "bind"
+    top: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "enforced": self.enforced,
+            "reason": self.reason,
+            "visible": list(self.visible),
+            "proc": self.proc,
+        }
+
+
+class ViewFailed(Exception):
+    """The view was begun and could not be finished: the process must not go on."""
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno() or errno.EIO
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    enc = os.fsencode
+    _check(
+        _libc.mount(
+            None if source is None else enc(source),
+            enc(target),
+            None if fstype is None else enc(fstype),
+            ctypes.c_ulong(flags),
+            enc(data) if data else None,
+        ),
+        f"mount {target}",
+    )
+
+
+def _beneath(path: str, roots: Iterable[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def unavailable_reason() -> str | None:
+    """Why this process cannot build a view (None: it can)."""
+    from fs_notes.sandbox.process import capabilities
+
+    if platform.machine() not in _PIVOT_ROOT:
+        return f"pivot_root's number is not known for {platform.machine()}"
+    if not capabilities()[0] & (1 << CAP_SYS_ADMIN):
+        return "needs CAP_SYS_ADMIN at start-up (run as root, e.g. the systemd unit)"
+    return None
+
+
+# -- the plan: what to create, in order --------------------------------------------------------
+
+
+@dataclass
+class _Layout:
+    bound: list[str] = field(default_factory=list)
+    made: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> ("dir"|"link", text)
+
+    def covered(self, path: str) -> bool:
+        return _beneath(path, self.bound)
+
+    def add_dirs(self, path: str) -> None:
+        """Every folder above `path` (real folders: `path` is resolved)."""
+        parent = os.path.dirname(path)
+        while parent != "/" and not self.covered(parent):
+            self.made.setdefault(parent, ("dir", ""))
+            parent = os.path.dirname(parent)
+
+    def follow(self, literal: str) -> None:
+        """Copy the symbolic links on the way to `literal` (as the kernel would walk it)."""
+        pending = [c for c in literal.split("/") if c]
+        here = "/"
+        hops = 0
+        while pending and hops < _MAX_HOPS:
+            name = pending.pop(0)
+            if name == ".":
+                continue
+            if name == "..":
+                here = os.path.dirname(here)
+                continue
+            path = os.path.join(here, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return  # it does not exist on the host either
+            if stat.S_ISLNK(st.st_mode):
+                target = os.readlink(path)
+                if not self.covered(path):
+                    self.add_dirs(path)
+                    self.made[path] = ("link", target)
+                hops += 1
+                if target.startswith("/"):
+                    here = "/"
+                pending = [c for c in target.split("/") if c] + pending
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                return  # a file: shown only if a mount shows it
+            if not self.covered(path):
+                self.add_dirs(path)
+                self.made.setdefault(path, ("dir", ""))
+            here = path
+
+
+def _plan(mounts: Sequence[Mount], literals: Sequence[str]) -> tuple[list[Mount], _Layout]:
+    layout = _Layout()
+    binds: list[Mount] = []
+    for m in sorted(mounts, key=lambda m: m.path):  # a folder sorts before what is beneath it
+        if not os.path.isabs(m.path) or m.path == "/" or os.path.normpath(m.path) != m.path:
+            raise ValueError(f"not a resolved absolute path: {m.path!r}")
+        if layout.covered(m.path):
+            continue
+        layout.add_dirs(m.path)
+        if m.shape == "names":
+            layout.made.setdefault(m.path, ("dir", ""))
+            continue
+        binds.append(m)
+        layout.bound.append(m.path)
+    for literal in literals:
+        layout.follow(literal)
+    return binds, layout
+
+
+# -- entering it -------------------------------------------------------------------------------
+
+
+def _source_fds(binds: Sequence[Mount]) -> dict[str, int]:
+    """An O_PATH fd per bind, opened in the new namespace (the kernel binds only mounts of the
+    caller's own); one given an fd must be the very folder that fd names."""
+    fds: dict[str, int] = {}
+    try:
+        for m in binds:
+            if m.shape == "proc":
+                continue
+            fd = fds[m.path] = os.open(m.path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+            if m.fd is not None:
+                want, got = os.fstat(m.fd), os.fstat(fd)
+                if (want.st_dev, want.st_ino) != (got.st_dev, got.st_ino):
+                    raise OSError(errno.EXDEV, f"{m.path} was replaced since start-up")
+    except OSError:
+        for fd in fds.values():
+            os.close(fd)
+        raise
+    return fds
+
+
+def _remount_flags(fd: int, writable: bool, *, dev: bool) -> int:
+    """The flags a bind's remount sets: the source mount's own (kept), nosuid, nodev unless
+    `dev`, read-only unless `writable`."""
+    vfs = os.fstatvfs(fd)
+    flags = MS_REMOUNT | MS_BIND | MS_NOSUID
+    for st_flag, ms_flag in _KEPT_FLAGS:
+        if vfs.f_flag & st_flag:
+            flags |= ms_flag
+    if not dev or vfs.f_flag & os.ST_NODEV:
+        flags |= MS_NODEV
+    if not writable or vfs.f_flag & os.ST_RDONLY:
+        flags |= MS_RDONLY
+    return flags
+
+
+def _assemble(base: str, binds: Sequence[Mount], layout: _Layout, fds: dict[str, int]) -> str:
+    """Build the new root under `base` (a fresh tmpfs); the /proc mode used."""
+    for path, (what, text) in sorted(layout.made.items()):
+        if what == "dir":
+            os.mkdir(base + path, 0o755)
+        else:
+            os.symlink(text, base + path)
+    proc = "none"
+    for m in binds:
+        target = base + m.path
+        if m.shape == "proc":
+            os.mkdir(target, 0o555)
+            try:
+                flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+                _mount("proc", target, "proc", flags, PROC_OPTIONS)
+                proc = PROC_OPTIONS
+            except OSError:  # e.g. a container whose /proc is partly covered
+                _mount("/proc", target, None, MS_BIND | MS_REC)
+                _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+                proc = "bind"
+            continue
+        fd = fds[m.path]
+        if m.shape == "tree":
+            os.mkdir(target, 0o755)
+        else:
+            os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+        _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+        _mount(None, target, None, _remount_flags(fd, m.writable, dev=m.path == os.devnull))
+    return proc
+
+
+def _switch(base: str) -> None:
+    nr = _PIVOT_ROOT[platform.machine()]
+    os.chdir(base)
+    _check(_libc.syscall(ctypes.c_long(nr), b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "umount2 of the old root")
+    os.chdir("/")
+    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def enter(mounts: Sequence[Mount], literals: Sequence[str] = ()) -> View:
+    """Move this process into its view (see the module docstring). Irreversible once begun:
+    `ViewFailed` if it cannot be finished; `View(enforced=False)` if it could not be begun."""
+    reason = unavailable_reason()
+    if reason is not None:
+        return View(False, reason)
+    binds, layout = _plan(mounts, literals)
+    expected_top = sorted(
+        {p.split("/")[1] for p in [*layout.made, *layout.bound]}
+    )
+    host_top = sorted(os.listdir("/"))
+    control = next((n for n in host_top if n not in expected_top), None)
+    base = next((d for d in _STAGING if os.path.isdir(d) and not os.path.islink(d)), None)
+    if base is None:
+        return View(False, f"no folder to assemble the view in (one of {', '.join(_STAGING)})")
+    try:
+        _check(_libc.unshare(ctypes.c_int(CLONE_NEWNS)), "unshare(CLONE_NEWNS)")
+    except OSError as exc:
+        return View(False, str(exc))
+    try:  # from here on there is no way back: fail hard
+        fds = _source_fds(binds)
+    except OSError as exc:
+        raise ViewFailed(f"the private view could not be built: {exc}") from None
+    try:
+        _mount(None, "/", None, MS_REC | MS_SLAVE)
+        _mount("fs-notes-view", base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+        proc = _assemble(base, binds, layout, fds)
+        _switch(base)
+    except OSError as exc:
+        raise ViewFailed(f"the private view could not be built: {exc}") from None
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    top = sorted(os.listdir("/"))
+    if top != expected_top:
+        raise ViewFailed(f"the view shows {top}, not {expected_top}")
+    if control is not None and os.path.lexists("/" + control):
+        raise ViewFailed(f"/{control} is still visible in the view")
+    return View(True, None, tuple(m.path for m in binds), proc, tuple(top))
+
+
+def reopen(path: str, old_fd: int) -> int:
+    """Open folder `path` again inside the view: a new O_DIRECTORY fd of the same device and
+    inode as `old_fd` (opened before the view). OSError otherwise."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags)
+    old, new = os.fstat(old_fd), os.fstat(fd)
+    if (old.st_dev, old.st_ino) != (new.st_dev, new.st_ino):
+        os.close(fd)
+        raise OSError(errno.EXDEV, f"{path} is not the folder opened at start-up")
+    return fd

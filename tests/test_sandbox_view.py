@@ -1,0 +1,223 @@
+"""The server's private view (sandbox/view.py, issue 12): what exists outside is hidden from a
+compromised server and its workers, for every system call, stat included.
+
+Each test runs in a child process (a mount namespace cannot be left) with its positive control:
+what must be absent afterwards is there just before, in the same child."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from layers import requirement
+from wire import REPO, child_env
+
+PRELUDE = """
+import errno, json, os, sys
+from fs_notes.policy import Policy
+from fs_notes.sandbox import view
+from fs_notes.sandbox.selfconfine import build_plan, confine_server, view_mounts
+out = {}
+
+def attempt(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+def write(path):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"x")
+    os.close(fd)
+"""
+
+
+def _child(body: str, *args: str) -> dict[str, Any]:
+    code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=child_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    return result
+
+
+def _need_view() -> None:
+    verdict, why = requirement("view")
+    if verdict == "fail":
+        pytest.fail(why)
+    if verdict == "skip":
+        pytest.skip(why)
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Path:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# A\n")
+    (tmp_path / "outside.md").write_text("# outside\n")
+    (tmp_path / "key").write_text("k" * 64)
+    (tmp_path / "ro.txt").write_text("read only\n")
+    return tmp_path
+
+
+VIEW_ALONE = """
+import subprocess
+victim = subprocess.Popen(["sleep", "30"])
+base = sys.argv[1]
+ws, outside, key, ro = base + "/notes", base + "/outside.md", base + "/key", base + "/ro.txt"
+checks = {
+    "stat_outside": lambda: os.stat(outside),
+    "stat_key": lambda: os.stat(key),
+    "stat_etc": lambda: os.stat("/etc/passwd"),
+    "old_root": lambda: os.stat("/proc/self/root" + outside),
+    "read_inside": lambda: read(ws + "/a.md"),
+    "write_inside": lambda: write(ws + "/new.md"),
+    "read_ro": lambda: read(ro),
+    "write_ro": lambda: write(ro),
+    "make_at_root": lambda: os.mkdir("/planted"),
+}
+out["before"] = {name: attempt(fn) for name, fn in checks.items()}
+os.unlink(ws + "/new.md")
+os.rmdir("/planted")
+with open(ro, "w") as f:
+    f.write("read only\\n")
+# The plan serve would have, plus one read-only file; no Landlock, no filter: the view alone.
+plan = build_plan(Policy.for_single_workspace(ws, "me", token_sha256=None), replay_db=None)
+mounts = [*view_mounts(plan, {}), view.Mount(ro, "file")]
+seen = view.enter(mounts, plan.literals)
+out["enforced"], out["proc"], out["top"] = seen.enforced, seen.proc, list(seen.top)
+out["after"] = {name: attempt(fn) for name, fn in checks.items()}
+out["root_listing"] = sorted(os.listdir("/"))
+out["dotdot"] = sorted(os.listdir("/.."))
+import decimal, sqlite3  # lazy imports after the switch: the Python installation is there
+out["imports"] = "ok"
+# hidepid=invisible: once this process may not ptrace another (here: it gave up every
+# capability, the other is root with all of them), that process is absent.
+from fs_notes.sandbox.process import limit_capabilities
+out["victim_before_drop"] = os.path.exists(f"/proc/{victim.pid}/environ")
+limit_capabilities(frozenset())
+out["victim_after_drop"] = os.path.exists(f"/proc/{victim.pid}")
+victim.kill()
+out["self"] = os.path.exists("/proc/self/status")
+"""
+
+
+def test_the_view_alone_hides_everything_outside_and_binds_read_only(layout: Path) -> None:
+    _need_view()
+    out = _child(VIEW_ALONE, str(layout))
+    assert out["before"] == {
+        "stat_outside": "ok", "stat_key": "ok", "stat_etc": "ok", "old_root": "ok",
+        "read_inside": "ok", "write_inside": "ok", "read_ro": "ok", "write_ro": "ok",
+        "make_at_root": "ok",
+    }  # fmt: skip
+    assert out["enforced"] is True and out["proc"] == "hidepid=invisible,gid=4294967294"
+    assert out["after"] == {
+        "stat_outside": "ENOENT", "stat_key": "ENOENT", "stat_etc": "ENOENT",
+        "old_root": "ENOENT", "read_inside": "ok", "write_inside": "ok", "read_ro": "ok",
+        "write_ro": "EROFS", "make_at_root": "EROFS",
+    }  # fmt: skip
+    assert out["root_listing"] == out["top"] == out["dotdot"]
+    assert "etc" in out["top"]  # /etc/ld.so.cache and /etc/localtime only
+    assert out["imports"] == "ok"
+    assert out["victim_before_drop"] is True and out["victim_after_drop"] is False
+    assert out["self"] is True
+    assert (layout / "outside.md").read_text() == "# outside\n"
+    assert (layout / "ro.txt").read_text() == "read only\n"
+    assert not Path("/planted").exists()
+
+
+def test_a_workspace_replaced_since_start_up_is_refused_not_bound(layout: Path) -> None:
+    _need_view()
+    out = _child(
+        """
+        base = sys.argv[1]
+        ws = base + "/notes"
+        fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+        os.rename(ws, base + "/notes-orig")
+        os.mkdir(ws)  # the replacement
+        plan = build_plan(Policy.for_single_workspace(ws, "me", token_sha256=None), replay_db=None)
+        try:
+            view.enter(view_mounts(plan, {ws: fd}), plan.literals)
+            out["result"] = "entered"
+        except view.ViewFailed as exc:
+            out["result"] = str(exc)
+        """,
+        str(layout),
+    )
+    assert out["result"].endswith("was replaced since start-up")
+    # Positive control: the same call with the folder in place enters (the first test).
+
+
+def test_serve_s_confinement_moves_each_workspace_handle_into_the_view(layout: Path) -> None:
+    # The handle opened at start-up is re-opened on its bind: ".." from it stays in the view,
+    # where the sibling outside.md does not exist (before: it does). Every layer as serve has it.
+    _need_view()
+    out = _child(
+        """
+        from fs_notes.fs import WorkspaceRoot
+        from fs_notes.fs.mounts import mount_id
+        base = sys.argv[1]
+        ws = base + "/notes"
+        root = WorkspaceRoot.open(ws)
+        out["before"] = attempt(lambda: os.stat("../outside.md", dir_fd=root.fd))
+        policy = Policy.for_single_workspace(ws, "me", token_sha256=None)
+        done = confine_server(policy, replay_db=None, roots={policy.workspaces[0].name: root})
+        out["view"] = done.view["enforced"]
+        out["after"] = attempt(lambda: os.stat("../outside.md", dir_fd=root.fd))
+        held = os.open(ws, os.O_PATH)
+        out["same_mount"] = mount_id(held) == mount_id(root.fd)
+        out["read"] = root.read_note("a.md")[0].decode()
+        out["listed"] = [name for name, _ in root.iter_notes()]
+        """,
+        str(layout),
+    )
+    assert out == {
+        "before": "ok",
+        "view": True,
+        "after": "ENOENT",
+        "same_mount": True,
+        "read": "# A\n",
+        "listed": ["a.md"],
+    }
+
+
+def test_without_cap_sys_admin_there_is_no_view_and_the_server_says_so(layout: Path) -> None:
+    _need_view()  # root here; the child gives CAP_SYS_ADMIN up first, as a non-root server lacks it
+    proc = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(
+            """
+            import logging
+            logging.basicConfig(level=logging.WARNING, format="%(message)s")
+            from fs_notes.sandbox.process import CAP_SETPCAP, limit_capabilities
+            limit_capabilities(frozenset({CAP_SETPCAP}))
+            ws = sys.argv[1] + "/notes"
+            done = confine_server(Policy.for_single_workspace(ws, "me", token_sha256=None),
+                                  replay_db=None)
+            out["view"] = done.view
+            out["outside"] = attempt(lambda: os.stat(sys.argv[1] + "/outside.md"))
+            print(json.dumps(out))
+            """
+        ), str(layout)],
+        capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["view"]["enforced"] is False
+    assert out["view"]["reason"].startswith("needs CAP_SYS_ADMIN")
+    assert out["outside"] == "ok"  # the honest consequence, said below
+    assert "the server has no private view of the filesystem" in proc.stderr
