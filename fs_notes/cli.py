@@ -34,6 +34,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ORIGIN",
         help="a browser Origin allowed to call the HTTP endpoint (repeatable)",
     )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="a Host header to accept besides the loopback names on the listening port, for "
+        "ssh forwarding, docker -p or a reverse proxy; without :PORT, any port (repeatable)",
+    )
     serve.add_argument("--state-key-file", help="key ring for sealing requestState")
     serve.add_argument("--replay-db", help="SQLite file of spent confirmation nonces")
     serve.add_argument("--audit-log", help="append destructive decisions here as JSON lines")

@@ -47,6 +47,7 @@ from fs_notes.lexical import (
     parse_workspace_uri,
     relative_note_id,
 )
+from fs_notes.limits import Limits
 
 __all__ = [
     "NOT_AUTHENTICATED",
@@ -212,9 +213,11 @@ class Policy:
         token_hashes: dict[str, str] | None = None,
         local: str | None = None,
         source: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         """Internal: use :func:`load_policy` or :meth:`for_single_workspace` (they validate)."""
         self.source = source
+        self.limits = limits if limits is not None else Limits()
         self.principals = tuple(principals)
         self.workspaces = tuple(workspaces)
         self._by_name = {p.name: p for p in self.principals}

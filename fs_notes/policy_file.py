@@ -12,9 +12,10 @@ import tomllib
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from .lexical import LexicalError, WorkspacePath
+from .limits import RANGES, Limits
 from .policy import (
     _SECTIONS,
     DEFAULT_READ_LIMIT,
@@ -95,10 +96,36 @@ class _GrantTable(_Table):
         return value
 
 
+class _LimitsTable(_Table):
+    max_connections: int = Limits.max_connections
+    request_timeout: float = Limits.request_timeout
+    keep_alive_timeout: float = Limits.keep_alive_timeout
+    requests_per_principal: int = Limits.requests_per_principal
+    sessions_per_principal: int = Limits.sessions_per_principal
+    nonces_per_principal: int = Limits.nonces_per_principal
+
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _number(cls, value: object, info: ValidationInfo) -> object:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError("must be a number")
+        low, high = RANGES[str(info.field_name)]
+        if not low <= value <= high:
+            raise ValueError(f"must be from {low:g} to {high:g}")
+        if isinstance(value, float) and cls.model_fields[str(info.field_name)].annotation is int:
+            if not value.is_integer():
+                raise ValueError("must be a whole number")
+            return int(value)
+        return value
+
+
 class _PolicyFile(_Table):
     principal: list[_PrincipalTable] = []
     workspace: list[_WorkspaceTable] = []
     grant: list[_GrantTable] = []
+    limits: _LimitsTable = _LimitsTable()
 
 
 # --- problems, located ------------------------------------------------------------------------
@@ -118,8 +145,10 @@ def _describe(loc: Loc, reason: str, raw: dict[str, Any]) -> str:
     if not head:
         return reason
     section = str(head[0])
-    if not rest or not isinstance(rest[0], int):
+    if not rest:
         return f"{section}: {reason}"
+    if not isinstance(rest[0], int):  # a plain table ([limits]): its key
+        return f"{section}: {'.'.join(str(part) for part in rest)}: {reason}"
     index = rest[0]
     items = raw.get(section)
     item = items[index] if isinstance(items, list) and index < len(items) else None
@@ -237,8 +266,15 @@ def _from_tables(doc: _PolicyFile, source: str | None, lines: _KeyLines | None) 
         ops = frozenset(op for op in OPERATIONS if op in g.operations)
         grants.append(WorkspaceGrant(by_principal[g.principal], by_workspace[g.workspace], ops))
     token_hashes = {p.name: p.token_sha256 for p in doc.principal if p.token_sha256}
+    limits = Limits(**doc.limits.model_dump())
     return Policy(
-        principals, workspaces, grants, token_hashes=token_hashes, local=local, source=source
+        principals,
+        workspaces,
+        grants,
+        token_hashes=token_hashes,
+        local=local,
+        source=source,
+        limits=limits,
     )
 
 

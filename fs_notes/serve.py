@@ -8,6 +8,7 @@ import getpass
 import ipaddress
 import logging
 import os
+import socket
 import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -17,6 +18,7 @@ from .confirm.audit import AuditLog
 from .confirm.replay import ReplayStore, default_replay_path
 from .confirm.state import KeyFileError, KeyRing, StateSealer
 from .fs import FsError, WorkspaceRoot
+from .limits import connection_budget
 from .policy import NotAuthenticated, Policy, PolicyError, Principal, hash_token, load_policy
 from .protocol.dispatch import Dispatcher, LazyDispatcher
 
@@ -191,7 +193,16 @@ def serve(args: argparse.Namespace) -> int:
             )
     confirm = open_confirm_parts(args)
     roots = open_roots(policy)
-    port = (bind.port or _free_port(bind.host)) if bind is not None else None
+    if bind is not None:
+        from .transport.http import split_host
+
+        for entry in args.allow_host:
+            try:
+                split_host(entry)
+            except ValueError:
+                raise ConfigError(f"--allow-host takes HOST[:PORT], got {entry!r}") from None
+    listener = _listen(bind, policy.limits.max_connections) if bind is not None else None
+    port = int(listener.getsockname()[1]) if listener is not None else None
     confined = _confine_self(args, policy, confirm, port, roots)  # before any thread starts
     from .discovery import discover_method
     from .sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
@@ -232,8 +243,8 @@ def serve(args: argparse.Namespace) -> int:
             out = stdio.claim_stdout()
             asyncio.run(stdio.serve(dispatcher, stdio_principal, out))
         else:
-            assert port is not None
-            _serve_http(args, policy, dispatcher, bind, port)
+            assert listener is not None and port is not None
+            _serve_http(args, policy, dispatcher, bind, listener)
     finally:
         os_layer.close()
         for root in roots.values():
@@ -279,8 +290,13 @@ def _confine_self(
 
 
 def _serve_http(
-    args: argparse.Namespace, policy: Policy, dispatcher: Dispatcher, bind: HttpBind, port: int
+    args: argparse.Namespace,
+    policy: Policy,
+    dispatcher: Dispatcher,
+    bind: HttpBind,
+    listener: socket.socket,
 ) -> None:
+    port = int(listener.getsockname()[1])
     from .transport import http
 
     def authenticate(token: str | None) -> Principal | None:
@@ -302,18 +318,53 @@ def _serve_http(
                 f.write(str(port))
             os.replace(tmp, args.port_file)
 
-    # The Host check needs the real port, so port 0 was resolved to a free port first (before
-    # self-confinement, which then allows binding that port only).
-    hosts = http.loopback_hosts(port) if bind.loopback else None
+    # The listening socket was bound before self-confinement (which then allows binding that
+    # port only); the Host check needs its real port.
+    hosts: list[str] | None = [*http.loopback_hosts(port), *args.allow_host]
+    if not bind.loopback:
+        hosts = list(args.allow_host) or None
     origins = list(args.allow_origin) + (http.loopback_origins(port) if bind.loopback else [])
-    app = http.build_app(dispatcher, authenticate, allowed_origins=origins, allowed_hosts=hosts)
-    http.run(app, bind.host, port, on_started=started)
+    limits = policy.limits
+    app = http.build_app(
+        dispatcher, authenticate, allowed_origins=origins, allowed_hosts=hosts, limits=limits
+    )
+    budget = connection_budget(limits.max_connections)
+    if budget < limits.max_connections:
+        log.warning(
+            "at most %d HTTP connections (not %d): the rest of the file descriptors are kept "
+            "for workers, notes and databases",
+            budget,
+            limits.max_connections,
+        )
+    http.run(
+        app,
+        bind.host,
+        port,
+        on_started=started,
+        limits=limits,
+        max_connections=budget,
+        sock=listener,
+    )
 
 
-def _free_port(host: str) -> int:
-    import socket
-
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host.strip("[]"), 0))
-        return int(s.getsockname()[1])
+def _listen(bind: HttpBind, backlog: int) -> socket.socket:
+    """The listening socket, bound now (exit 2 with one line if it cannot be)."""
+    host = bind.host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        addresses = socket.getaddrinfo(host, bind.port, family, socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        where = f"{bind.host}:{bind.port}"
+        raise ConfigError(f"--http {where}: unknown host ({exc.strerror})") from None
+    sock = socket.socket(addresses[0][0], socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addresses[0][4][:2])
+        sock.listen(min(2048, max(16, backlog * 2)))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"--http {bind.host}:{bind.port}: cannot listen there: {exc.strerror}"
+        ) from None
+    sock.set_inheritable(False)
+    return sock

@@ -13,6 +13,7 @@ import pytest
 
 from fs_notes.legacy import LEGACY_VERSIONS, ClientResponse, SessionTable, negotiate, read_message
 from fs_notes.legacy.session import LegacySession
+from fs_notes.legacy.sessions import TooManySessions
 from fs_notes.legacy.translate import (
     carries_modern_meta,
     initialize_result,
@@ -265,7 +266,7 @@ def test_a_session_id_is_random_and_found_only_by_the_principal_that_opened_it()
 
 def test_sessions_expire_when_idle_and_the_table_stays_bounded() -> None:
     clock = Clock()
-    table = SessionTable(max_sessions=2, idle_seconds=60, clock=clock)
+    table = SessionTable(per_principal=2, idle_seconds=60, clock=clock)
     first = table.add(_session())
     clock.now += 59
     assert table.get(first, "alice") is not None  # a use refreshes it
@@ -282,3 +283,29 @@ def test_sessions_expire_when_idle_and_the_table_stays_bounded() -> None:
     assert len(table) == 2
     assert table.get(b, "alice") is None
     assert table.get(a, "alice") is not None and table.get(c, "alice") is not None
+
+
+def test_one_principal_filling_its_sessions_never_ends_another_s() -> None:
+    # Issue 13: the table used to be one LRU for everyone; 1,030 initialize calls by bob ended
+    # alice's session. Now bob's bound is bob's: his own oldest idle session goes.
+    clock = Clock()
+    table = SessionTable(per_principal=3, idle_seconds=3600, clock=clock)
+    alice = table.add(_session("alice"))
+    bobs = []
+    for _ in range(50):
+        clock.now += 1
+        bobs.append(table.add(_session("bob")))
+    assert table.get(alice, "alice") is not None
+    assert [table.get(sid, "bob") is not None for sid in bobs[-4:]] == [False, True, True, True]
+    assert len(table) == 4
+
+
+def test_a_principal_whose_sessions_are_all_busy_is_refused_one_more() -> None:
+    table = SessionTable(per_principal=2, idle_seconds=3600, clock=Clock())
+    held = [_session("bob"), _session("bob")]
+    for session in held:
+        table.add(session)
+        session._pending[1] = (1, None)  # type: ignore[assignment]  # awaiting its client
+    with pytest.raises(TooManySessions):
+        table.add(_session("bob"))
+    assert table.add(_session("alice"))  # nobody else is affected

@@ -259,15 +259,21 @@ class HttpServer:
     """`fs-notes serve ... --http 127.0.0.1:0`; waits for the bound port."""
 
     def __init__(
-        self, *args: str, tmp: Path, token: str | None, env: dict[str, str] | None = None
+        self,
+        *args: str,
+        tmp: Path,
+        token: str | None,
+        env: dict[str, str] | None = None,
+        prefix: tuple[str, ...] = (),
     ) -> None:
+        """`prefix`: a launcher to run the server under (e.g. prlimit)."""
         self.port_file = tmp / f"port-{time.monotonic_ns()}"
         extra = [*args, "--http", "127.0.0.1:0", "--port-file", str(self.port_file)]
         self.token = token
         self.log_path = tmp / f"server-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fs_notes", "serve", *extra],
+            [*prefix, sys.executable, "-m", "fs_notes", "serve", *extra],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=self._log,

@@ -36,7 +36,7 @@ from ..protocol.errors import INVALID_REQUEST, ProtocolError
 from .adapter import LegacyAdapter
 from .messages import ClientResponse
 from .session import LegacySession
-from .sessions import SessionTable
+from .sessions import SessionTable, TooManySessions
 from .translate import carries_modern_meta
 from .versions import is_legacy
 
@@ -79,7 +79,12 @@ class HttpLegacy:
         response = await self.adapter.welcome(session, msg, principal)
         if "error" in response:
             return _json(200, response)
-        sid = self.sessions.add(session)
+        try:
+            sid = self.sessions.add(session)
+        except TooManySessions:
+            session.close()
+            limit = self.sessions.per_principal
+            return _refuse(429, f"Too Many Requests: this principal has {limit} busy sessions")
         return _json(200, response, {SESSION_HEADER: sid})
 
     @staticmethod

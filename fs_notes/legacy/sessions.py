@@ -4,8 +4,12 @@ Spec (2025-11-25 transports, "Session Management"): the id is assigned at `initi
 cryptographically random and visible ASCII, and is presented on every later request. A session is
 found only by the principal that opened it: another principal's bearer token with a valid id gets
 the same "not found" as an unknown id, so a leaked session id gives nothing without its token.
-Bounded: at most `max_sessions`, each expiring after `idle_seconds` without use; when full, the
-least recently used idle session is dropped (and a client that comes back opens a new one).
+Bounded per principal (issue 13): one principal holds at most `per_principal` sessions, each
+expiring after `idle_seconds` without use; a principal at its bound that opens one more loses
+its own least recently used idle session (its client, coming back, gets 404 and opens a new one,
+as the spec says), never another principal's; if all of its sessions are busy, the new one is
+refused (`TooManySessions`). The table as a whole is bounded by `per_principal` times the
+policy's principals.
 """
 
 from __future__ import annotations
@@ -15,22 +19,27 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from ..limits import Limits
 from .session import LegacySession
 
-MAX_SESSIONS = 1024
+PER_PRINCIPAL = Limits.sessions_per_principal
 IDLE_SECONDS = 3600.0
+
+
+class TooManySessions(Exception):
+    """The principal holds `per_principal` sessions, all of them busy."""
 
 
 class SessionTable:
     def __init__(
         self,
         *,
-        max_sessions: int = MAX_SESSIONS,
+        per_principal: int = PER_PRINCIPAL,
         idle_seconds: float = IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sessions: OrderedDict[str, tuple[LegacySession, float]] = OrderedDict()
-        self._max = max_sessions
+        self.per_principal = per_principal
         self._idle = idle_seconds
         self._clock = clock
 
@@ -38,13 +47,13 @@ class SessionTable:
         return len(self._sessions)
 
     def add(self, session: LegacySession) -> str:
-        """Store `session` under a new random id and return the id."""
+        """Store `session` under a new random id and return the id (TooManySessions)."""
         self._expire()
-        while len(self._sessions) >= self._max:
-            victim = next(
-                (sid for sid, (s, _) in self._sessions.items() if not s.busy),
-                next(iter(self._sessions)),
-            )
+        mine = [sid for sid, (s, _) in self._sessions.items() if s.principal == session.principal]
+        if len(mine) >= self.per_principal:  # least recently used first
+            victim = next((sid for sid in mine if not self._sessions[sid][0].busy), None)
+            if victim is None:
+                raise TooManySessions()
             self._drop(victim)
         sid = secrets.token_urlsafe(32)
         self._sessions[sid] = (session, self._clock())

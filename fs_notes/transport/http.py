@@ -1,19 +1,24 @@
 """Streamable HTTP transport (MCP 2026-07-28) at `/mcp`, on Starlette + uvicorn.
 
 Checks, in order, each answered before the body is acted on:
-  non-POST -> 405 (Allow: POST) | foreign Origin, or a non-loopback Host on a loopback bind -> 403 |
+  non-POST -> 405 (Allow: POST) | foreign Origin, or a Host not allowed (`HostCheck`) -> 403 |
   missing/wrong bearer token -> 401 with WWW-Authenticate | body over the limit -> 413 |
   not JSON -> 400/-32700 | invalid envelope -> 400/-32600 | header/body mismatch -> 400/-32020 |
   notification -> 202, empty body | request -> 200 JSON, or the status its error code maps to.
 Tokens are compared in constant time by the authenticator; nothing about why authentication failed
-reaches the client. Handshake-era clients (`initialize`, `Mcp-Session-Id`, a 2025 version header)
-pass the same Origin/Host/token/size checks, then go to their session (fs_notes/legacy/http.py);
-DELETE with a session id ends that session.
+reaches the client. An authenticated principal with `limits.requests_per_principal` requests in
+flight gets 429 (with Retry-After) for one more; other principals are not affected. Connections
+and their timeouts are bounded before any of this (transport/guard.py). Handshake-era clients
+(`initialize`, `Mcp-Session-Id`, a 2025 version header) pass the same Origin/Host/token/size
+checks, then go to their session (fs_notes/legacy/http.py); DELETE with a session id ends it.
+The Host check (`HostCheck`) accepts the loopback names on the listening port and each
+--allow-host value (`HOST:PORT`, or `HOST` on any port).
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -24,6 +29,8 @@ from starlette.routing import Route
 
 from ..legacy import ClientResponse, LegacyAdapter, read_message
 from ..legacy.http import HttpLegacy
+from ..legacy.sessions import SessionTable
+from ..limits import Limits
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import EnvelopeError, Request, dumps, error_response, parse
 from ..protocol.errors import HTTP_STATUS, INVALID_REQUEST, ProtocolError
@@ -62,11 +69,15 @@ def build_app(
     allowed_hosts: Iterable[str] | None = None,
     max_body: int = MAX_BODY,
     legacy: HttpLegacy | None = None,
+    limits: Limits | None = None,
 ) -> Starlette:
     origins = frozenset(allowed_origins)
+    per_principal = (limits or Limits()).requests_per_principal
+    in_flight: dict[str, int] = {}
     # Clients that open with `initialize` get legacy sessions (fs_notes/legacy/http.py).
-    sessions = legacy if legacy is not None else HttpLegacy(LegacyAdapter(dispatcher))
-    hosts = frozenset(h.lower() for h in allowed_hosts) if allowed_hosts is not None else None
+    table = SessionTable(per_principal=(limits or Limits()).sessions_per_principal)
+    sessions = legacy if legacy is not None else HttpLegacy(LegacyAdapter(dispatcher), table)
+    hosts = HostCheck(allowed_hosts) if allowed_hosts is not None else None
 
     async def endpoint(request: HttpRequest) -> Response:
         ending = request.method == "DELETE" and "mcp-session-id" in request.headers
@@ -76,7 +87,7 @@ def build_app(
         if origin is not None and origin not in origins:
             log.warning("refused foreign Origin %r", origin[:200])
             return _plain_error(403, INVALID_REQUEST, "Forbidden origin")
-        if hosts is not None and request.headers.get("host", "").lower() not in hosts:
+        if hosts is not None and not hosts.accepts(request.headers.get("host", "")):
             return _plain_error(403, INVALID_REQUEST, "Forbidden host")
         token = _bearer(request.headers.get("authorization"))
         principal = authenticate(token) if token is not None else None
@@ -89,6 +100,25 @@ def build_app(
             )
         if ending:
             return sessions.delete(request.headers, principal)
+        held = in_flight.get(principal.name, 0)
+        if held >= per_principal:
+            return _plain_error(
+                429,
+                INVALID_REQUEST,
+                f"Too many requests in flight for this principal (limit {per_principal})",
+                {"Retry-After": "1"},
+            )
+        in_flight[principal.name] = held + 1
+        try:
+            return await answer(request, principal)
+        finally:
+            left = in_flight[principal.name] - 1
+            if left:
+                in_flight[principal.name] = left
+            else:
+                del in_flight[principal.name]
+
+    async def answer(request: HttpRequest, principal: Principal) -> Response:
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > max_body):
             return _plain_error(413, INVALID_REQUEST, "Request body too large")
@@ -121,9 +151,54 @@ def build_app(
     )
 
 
+class HostCheck:
+    """DNS-rebinding protection: the Host header must be one of the allowed `name:port` values,
+    or a name allowed on any port (an entry without a port). Names compare case-insensitively;
+    a malformed Host (empty, or a port that is not digits) is refused."""
+
+    def __init__(self, allowed: Iterable[str]) -> None:
+        exact: set[str] = set()
+        any_port: set[str] = set()
+        for entry in allowed:
+            name, port = split_host(entry.lower())
+            (exact if port is not None else any_port).add(
+                f"{name}:{port}" if port is not None else name
+            )
+        self._exact, self._any_port = frozenset(exact), frozenset(any_port)
+
+    def accepts(self, header: str) -> bool:
+        try:
+            name, port = split_host(header.lower())
+        except ValueError:
+            return False
+        if port is None:
+            return name in self._any_port or f"{name}:80" in self._exact
+        return name in self._any_port or f"{name}:{port}" in self._exact
+
+
+def split_host(value: str) -> tuple[str, int | None]:
+    """("name", port) of a Host header or --allow-host value: "h", "h:8080", "[::1]:8080"."""
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(f"not a host: {value!r}")
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            raise ValueError(f"not a host: {value!r}")
+        name, rest = value[: end + 1], value[end + 1 :]
+    else:
+        name, colon, port_text = value.partition(":")
+        rest = colon + port_text
+    if not rest:
+        return name, None
+    if not rest.startswith(":") or not rest[1:].isdigit() or not 0 < int(rest[1:]) < 65536:
+        raise ValueError(f"not a host: {value!r}")
+    return name, int(rest[1:])
+
+
 def loopback_hosts(port: int) -> list[str]:
+    """The loopback names on the listening port (a browser omits :80 for port 80)."""
     names = ["127.0.0.1", "localhost", "[::1]"]
-    return [f"{n}:{port}" for n in names] + names
+    return [f"{n}:{port}" for n in names]
 
 
 def loopback_origins(port: int) -> list[str]:
@@ -131,22 +206,40 @@ def loopback_origins(port: int) -> list[str]:
 
 
 def run(
-    app: Starlette, host: str, port: int, *, on_started: Callable[[int], None] | None = None
+    app: Starlette,
+    host: str,
+    port: int,
+    *,
+    on_started: Callable[[int], None] | None = None,
+    limits: Limits | None = None,
+    max_connections: int | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT (uvicorn installs the handlers and shuts down gracefully)."""
+    """Serve until SIGTERM/SIGINT (uvicorn installs the handlers and shuts down gracefully),
+    with the connection bounds of transport/guard.py."""
     import uvicorn
 
+    from .guard import config_options
+
+    limits = limits or Limits()
+    bound = max_connections if max_connections is not None else limits.max_connections
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+        app,
+        host=host.strip("[]"),
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        **config_options(limits, bound),
     )
     server = uvicorn.Server(config)
+    sockets = [sock] if sock is not None else None
     if on_started is not None:
         original = server.startup
 
         async def startup(sockets: Any = None) -> None:
             await original(sockets)
-            bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
-            on_started(int(bound))
+            on_started(port)
 
         server.startup = startup  # type: ignore[method-assign]
-    server.run()
+    server.run(sockets=sockets)

@@ -1,0 +1,72 @@
+"""Every bound fs-notes puts on what one client, or anyone who reaches the port, can hold.
+
+One home for the numbers: the `[limits]` table of a policy file sets them (docs/policy.md), and
+each is enforced in one place, named next to it. A bound that is reached gives the one who
+reached it a clear error, and nobody else anything:
+- `max_connections`: open HTTP connections, authenticated or not. Beyond it a new connection is
+  closed at once (transport/guard.py); it is also capped so that `fd_reserve` file descriptors
+  stay free for workers, notes and the databases whatever the connections hold.
+- `request_timeout`: seconds a connection has to deliver a request's headers and body
+  (slowloris); `keep_alive_timeout`: seconds an idle keep-alive connection is kept.
+- `requests_per_principal`: requests of one principal being answered at once, per transport
+  (HTTP: 429 beyond it; transport/http.py).
+- `sessions_per_principal`: legacy (2025-11-25) HTTP sessions one principal holds
+  (legacy/sessions.py): one more ends that principal's own least recently used idle one.
+- `nonces_per_principal`: unexpired spent confirmation nonces one principal holds in the replay
+  store (confirm/replay.py), inside the store's own bound.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass
+
+#: Descriptors kept free for workers, notes and databases under a full connection table.
+FD_RESERVE = 128
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_connections: int = 256
+    request_timeout: float = 10.0
+    keep_alive_timeout: float = 5.0
+    requests_per_principal: int = 16
+    sessions_per_principal: int = 32
+    nonces_per_principal: int = 10_000
+
+    def to_json(self) -> dict[str, float | int]:
+        return {
+            "max_connections": self.max_connections,
+            "request_timeout": self.request_timeout,
+            "keep_alive_timeout": self.keep_alive_timeout,
+            "requests_per_principal": self.requests_per_principal,
+            "sessions_per_principal": self.sessions_per_principal,
+            "nonces_per_principal": self.nonces_per_principal,
+        }
+
+
+#: (low, high) accepted for each key of the [limits] table.
+RANGES: dict[str, tuple[float, float]] = {
+    "max_connections": (4, 65536),
+    "request_timeout": (0.5, 3600),
+    "keep_alive_timeout": (0.5, 3600),
+    "requests_per_principal": (1, 4096),
+    "sessions_per_principal": (1, 1024),
+    "nonces_per_principal": (16, 100_000),
+}
+
+
+def connection_budget(wanted: int) -> int:
+    """How many connections may be open: `wanted`, but never so many that fewer than
+    `FD_RESERVE` descriptors stay free. Raises the soft RLIMIT_NOFILE to the hard one first."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, soft - FD_RESERVE))
