@@ -86,11 +86,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
-        format="fs-notes %(levelname)s %(name)s: %(message)s",
-    )
+    from .logline import install
+
+    install(getattr(logging, str(args.log_level).upper(), logging.WARNING), stream=sys.stderr)
     try:
         if args.command == "serve":
             from .serve import serve

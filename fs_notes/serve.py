@@ -176,7 +176,19 @@ def build_server(
     return build_dispatcher(methods), env
 
 
+def close_inherited_fds() -> None:
+    """Keep only stdin, stdout and stderr of what this process was started with: a directory fd
+    left open by whoever started it would reach past the private view (".." from it) and past
+    Landlock (stat and getdents on an open fd are not checked). (Python itself refuses to start
+    with a folder as stdin, stdout or stderr.)"""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    os.closerange(3, soft if soft != resource.RLIM_INFINITY else 1 << 20)
+
+
 def serve(args: argparse.Namespace) -> int:
+    close_inherited_fds()
     bind = parse_bind(args.http) if args.http else None
     policy = build_policy(args)
     stdio_principal: Principal | None = None

@@ -329,17 +329,22 @@ def build_plan(
             g = Grant(g.path, old.rights | g.rights, old.why, shape)
         merged[g.path] = g
     ports = (http_port,) if http_port is not None else ()
-    return Plan(tuple(merged.values()), ports, _literals(policy, replay_db, port_file))
+    literals = _literals(policy, replay_db, port_file, http=http_port is not None)
+    return Plan(tuple(merged.values()), ports, literals)
 
 
-def _literals(policy: Policy, replay_db: str | None, port_file: str | None) -> tuple[str, ...]:
+def _literals(
+    policy: Policy, replay_db: str | None, port_file: str | None, *, http: bool
+) -> tuple[str, ...]:
     """The paths this process (and the workers it starts) name as written, not resolved."""
     paths = [sys.executable, os.devnull, *SYSTEM_LIBRARY_FOLDERS, *sys.path]
+    if http:
+        paths += NAME_SERVICE_FILES
     paths += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     interp = elf_interpreter(os.path.realpath(sys.executable))
     if interp is not None:
         paths.append(interp)
-    paths += ["/etc/ld.so.cache", "/etc/localtime", *NAME_SERVICE_FILES]
+    paths += ["/etc/ld.so.cache", "/etc/localtime"]
     paths += [ws.path for ws in policy.workspaces]
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
@@ -488,9 +493,14 @@ def _enter_view(plan: Plan, roots: Mapping[str, RootHandle]) -> View:
         raise SelfConfinementFailed("refusing to give a multi-threaded process a private view")
     mounts = view_mounts(plan, {path: root.fd for path, root in roots.items()})
     try:
-        seen = view.enter(mounts, plan.literals)
+        seen = view.enter(mounts, plan.literals, network=bool(plan.bind_ports))
     except (view.ViewFailed, OSError, ValueError) as exc:
         raise SelfConfinementFailed(str(exc)) from None
+    if seen.enforced and seen.proc == "bind":
+        log.warning(
+            "the private view shows the host's /proc (a fresh one could not be mounted): "
+            "other processes are listed there"
+        )
     if not seen.enforced:
         log.warning(
             "the server has no private view of the filesystem (%s): a compromised server could "

@@ -8,15 +8,20 @@ paths of its self-confinement plan (sandbox/selfconfine.py), so anything else do
 for every system call.
 
 Guarantees, when `enter` returns `View(enforced=True)`:
-- This process and everything it starts later (the workers) see a "/" that is a read-only tmpfs
-  holding only: each `Mount` it was given, at its own path (a folder's whole tree, or one file,
-  bind-mounted read-only unless it is `writable`, always nosuid; nodev except /dev/null); folders
-  holding names only (the import path); a fresh procfs mounted with hidepid=invisible and no
-  exempt group (`PROC_OPTIONS`: processes this one may not ptrace are absent, which under
-  Landlock is every process outside its domain; falls back to a read-only bind of the host's
-  /proc, said in `proc`); and the symbolic links on the way to each literal path (the
-  interpreter, its loader, /lib64, /etc/localtime), copied as links. Nothing is ever created
-  inside a bound tree.
+- The caller goes on as the first process of a new PID namespace (`enter` forks; the parent
+  only relays signals and the exit status), so it and everything it starts later (the workers)
+  are the only processes there are: /proc is a fresh, read-only procfs of that namespace
+  (`PROC_OPTIONS`; falls back to a read-only bind of the host's /proc, said in `proc`, which
+  shows every process). No other process's environment, root, command line or mount table can
+  be read, nor any process signalled or traced but these.
+- Without `network` (stdio), an empty network namespace of its own: no TCP, UDP or named unix
+  socket of the host can be reached or listed (/proc/net); socketpairs work.
+- It sees a "/" that is a read-only tmpfs holding only: each `Mount` it was given, at its own
+  path (a folder's whole tree, or one file, bind-mounted with every mount beneath it: nosuid;
+  nodev except /dev/null; read-only, or noexec where it writes); folders holding names only
+  (the import path); and the symbolic links on the way to each literal path that leads into
+  the view (the interpreter, its loader, /lib64, /etc/localtime), copied as links. Nothing is
+  ever created inside a bound tree, and no folder is copied for a literal that leads nowhere.
 - The old root is detached (pivot_root, then a lazy unmount): no path leads back to it.
 - Each bound path is bound from an O_PATH fd (no symlink followed in the last component); one
   given with the fd it was opened as at start-up (a workspace) must be that very folder, else
@@ -33,8 +38,9 @@ Does not:
 - Hide anything inside the bound paths (the Python installation, every workspace, the replay
   folder): a worker sees its siblings' workspaces (Landlock still denies opening them).
 - Affect fds opened before it: they still reach the host's tree (".." from a directory fd climbs
-  there). The caller re-opens its workspace folders inside the view (`reopen`); a leaked directory
-  fd is Landlock's to refuse.
+  there, and neither Landlock nor this checks stat or getdents on an open fd). The caller
+  re-opens its workspace folders inside the view (`reopen`) and must not hold any other
+  directory fd (`serve` closes every inherited fd at start-up).
 - Stop a process that keeps CAP_SYS_ADMIN from mounting again: the server drops it right after,
   and its system-call filter refuses the mount calls.
 """
@@ -45,7 +51,9 @@ import ctypes
 import errno
 import os
 import platform
+import signal
 import stat
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -55,31 +63,31 @@ MS_NOSUID: Final = 2
 MS_NODEV: Final = 4
 MS_NOEXEC: Final = 8
 MS_REMOUNT: Final = 32
-MS_NOATIME: Final = 1024
-MS_NODIRATIME: Final = 2048
 MS_BIND: Final = 4096
 MS_REC: Final = 16384
 MS_SLAVE: Final = 1 << 19
-MS_RELATIME: Final = 1 << 21
 MNT_DETACH: Final = 2
 CLONE_NEWNS: Final = 0x00020000
+CLONE_NEWPID: Final = 0x20000000
+CLONE_NEWNET: Final = 0x40000000
 CAP_SYS_ADMIN: Final = 21
+AT_FDCWD: Final = -100
+AT_RECURSIVE: Final = 0x8000
+MOUNT_ATTR_RDONLY: Final = 0x1
+MOUNT_ATTR_NOSUID: Final = 0x2
+MOUNT_ATTR_NODEV: Final = 0x4
+MOUNT_ATTR_NOEXEC: Final = 0x8
+_MOUNT_SETATTR: Final = 442  # the same on every architecture with the unified table
+#: Signals the relay (the process that started the view) passes on to the server.
+_RELAYED: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 #: pivot_root has no C library wrapper: its number per architecture.
 _PIVOT_ROOT: Final = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 #: Where the new root is assembled (mounting a tmpfs there is private to the new namespace).
 _STAGING: Final = ("/tmp", "/mnt", "/var/tmp", "/run")
-#: statvfs flags that a read-only remount must keep (same bit in MS_*, except relatime).
-_KEPT_FLAGS: Final = (
-    (os.ST_NOSUID, MS_NOSUID),
-    (os.ST_NODEV, MS_NODEV),
-    (os.ST_NOEXEC, MS_NOEXEC),
-    (os.ST_NOATIME, MS_NOATIME),
-    (os.ST_NODIRATIME, MS_NODIRATIME),
-    (os.ST_RELATIME, MS_RELATIME),
-)
 _MAX_HOPS: Final = 40
-#: The fresh /proc: a process this one may not ptrace is absent. gid= names the group exempt
-#: from that (by default 0, which would exempt a root server): a group no process has.
+#: The fresh /proc of the view's own PID namespace (only the server and its workers are in it):
+#: besides, a process this one may not ptrace is absent, and gid= names the group exempt from
+#: that (by default 0, which would exempt a root server): a group no process of ours has.
 PROC_OPTIONS: Final = "hidepid=invisible,gid=4294967294"
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -103,8 +111,9 @@ class View:
     enforced: bool
     reason: str | None = None
     visible: tuple[str, ...] = ()  # the bound paths
-    proc: str | None = None  # "hidepid=invisible" or "bind"
+    proc: str | None = None  # PROC_OPTIONS, or "bind" (the host's /proc: every process shows)
     top: tuple[str, ...] = field(default=())
+    network: bool = True  # False: an empty network namespace of its own
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -112,6 +121,7 @@ class View:
             "reason": self.reason,
             "visible": list(self.visible),
             "proc": self.proc,
+            "network": self.network,
         }
 
 
@@ -173,7 +183,10 @@ class _Layout:
             parent = os.path.dirname(parent)
 
     def follow(self, literal: str) -> None:
-        """Copy the symbolic links on the way to `literal` (as the kernel would walk it)."""
+        """Copy the symbolic links on the way to `literal` (as the kernel would walk it), if it
+        leads to a path the view shows; otherwise copy nothing (not even empty folders: their
+        existence would tell what the host has)."""
+        made: dict[str, tuple[str, str]] = {}
         pending = [c for c in literal.split("/") if c]
         here = "/"
         hops = 0
@@ -192,8 +205,8 @@ class _Layout:
             if stat.S_ISLNK(st.st_mode):
                 target = os.readlink(path)
                 if not self.covered(path):
-                    self.add_dirs(path)
-                    self.made[path] = ("link", target)
+                    made.update(self._dirs_above(path))
+                    made[path] = ("link", target)
                 hops += 1
                 if target.startswith("/"):
                     here = "/"
@@ -201,10 +214,17 @@ class _Layout:
                 continue
             if not stat.S_ISDIR(st.st_mode):
                 return  # a file: shown only if a mount shows it
-            if not self.covered(path):
-                self.add_dirs(path)
-                self.made.setdefault(path, ("dir", ""))
             here = path
+        if not pending and (self.covered(here) or self.made.get(here) == ("dir", "")):
+            self.made.update(made)
+
+    def _dirs_above(self, path: str) -> dict[str, tuple[str, str]]:
+        out: dict[str, tuple[str, str]] = {}
+        parent = os.path.dirname(path)
+        while parent != "/" and not self.covered(parent):
+            out.setdefault(parent, self.made.get(parent, ("dir", "")))
+            parent = os.path.dirname(parent)
+        return out
 
 
 def _plan(mounts: Sequence[Mount], literals: Sequence[str]) -> tuple[list[Mount], _Layout]:
@@ -249,19 +269,40 @@ def _source_fds(binds: Sequence[Mount]) -> dict[str, int]:
     return fds
 
 
-def _remount_flags(fd: int, writable: bool, *, dev: bool) -> int:
-    """The flags a bind's remount sets: the source mount's own (kept), nosuid, nodev unless
-    `dev`, read-only unless `writable`."""
-    vfs = os.fstatvfs(fd)
-    flags = MS_REMOUNT | MS_BIND | MS_NOSUID
-    for st_flag, ms_flag in _KEPT_FLAGS:
-        if vfs.f_flag & st_flag:
-            flags |= ms_flag
-    if not dev or vfs.f_flag & os.ST_NODEV:
-        flags |= MS_NODEV
-    if not writable or vfs.f_flag & os.ST_RDONLY:
-        flags |= MS_RDONLY
-    return flags
+class _MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
+
+
+def _restrict(target: str, attrs: int) -> None:
+    """Set `attrs` (MOUNT_ATTR_*) on the mount at `target` and every mount beneath it
+    (mount_setattr, AT_RECURSIVE: a submount of a bound tree gets them too); the flags it
+    already has are kept."""
+    attr = _MountAttr(attrs, 0, 0, 0)
+    _check(
+        _libc.syscall(
+            ctypes.c_long(_MOUNT_SETATTR),
+            ctypes.c_int(AT_FDCWD),
+            os.fsencode(target),
+            ctypes.c_uint(AT_RECURSIVE),
+            ctypes.byref(attr),
+            ctypes.c_size_t(ctypes.sizeof(attr)),
+        ),
+        f"mount_setattr {target}",
+    )
+
+
+def _attrs(m: Mount) -> int:
+    """nosuid everywhere; nodev except /dev/null; read-only unless written; noexec if written."""
+    attrs = MOUNT_ATTR_NOSUID
+    if m.path != os.devnull:
+        attrs |= MOUNT_ATTR_NODEV
+    attrs |= MOUNT_ATTR_NOEXEC if m.writable else MOUNT_ATTR_RDONLY
+    return attrs
 
 
 def _assemble(base: str, binds: Sequence[Mount], layout: _Layout, fds: dict[str, int]) -> str:
@@ -277,13 +318,14 @@ def _assemble(base: str, binds: Sequence[Mount], layout: _Layout, fds: dict[str,
         if m.shape == "proc":
             os.mkdir(target, 0o555)
             try:
-                flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+                flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
                 _mount("proc", target, "proc", flags, PROC_OPTIONS)
                 proc = PROC_OPTIONS
             except OSError:  # e.g. a container whose /proc is partly covered
                 _mount("/proc", target, None, MS_BIND | MS_REC)
-                _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
                 proc = "bind"
+            restrict = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC
+            _restrict(target, restrict)
             continue
         fd = fds[m.path]
         if m.shape == "tree":
@@ -291,7 +333,7 @@ def _assemble(base: str, binds: Sequence[Mount], layout: _Layout, fds: dict[str,
         else:
             os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
         _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
-        _mount(None, target, None, _remount_flags(fd, m.writable, dev=m.path == os.devnull))
+        _restrict(target, _attrs(m))
     return proc
 
 
@@ -304,9 +346,51 @@ def _switch(base: str) -> None:
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def enter(mounts: Sequence[Mount], literals: Sequence[str] = ()) -> View:
+def _relay(child: int) -> None:
+    """The process that started the view: pass signals on to `child` (the server, now the first
+    process of its own PID namespace), wait for it and exit as it did. Never returns."""
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1):  # the client must see the server's end of stdio close, not ours
+            os.dup2(null, fd)
+        os.closerange(3, 1 << 20)  # the workspaces, databases and sockets are the child's now
+        for sig in _RELAYED:
+            signal.signal(sig, lambda number, _frame: os.kill(child, number))
+        while True:
+            try:
+                _, status = os.waitpid(child, 0)
+                break
+            except ChildProcessError:
+                os._exit(70)
+            except InterruptedError:
+                continue
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(code if code >= 0 else 128 - code)
+    except BaseException:
+        os._exit(70)
+
+
+def _become_first_process() -> None:
+    """Fork into the new PID namespace (unshare(CLONE_NEWPID) moves only the children there):
+    the child returns, as the namespace's first process; the parent relays (`_relay`)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child:
+        _relay(child)
+    # The first process of a PID namespace gets no signal it has no handler for: the server
+    # still stops on SIGTERM (uvicorn installs its own handler later).
+    signal.signal(signal.SIGTERM, lambda number, _frame: sys.exit(128 + number))
+
+
+def enter(
+    mounts: Sequence[Mount], literals: Sequence[str] = (), *, network: bool = True
+) -> View:
     """Move this process into its view (see the module docstring). Irreversible once begun:
-    `ViewFailed` if it cannot be finished; `View(enforced=False)` if it could not be begun."""
+    `ViewFailed` if it cannot be finished; `View(enforced=False)` if it could not be begun.
+    The view has its own PID namespace (this process forks: the caller goes on in the child,
+    the parent only relays signals and the exit status) and, without `network`, its own empty
+    network namespace."""
     reason = unavailable_reason()
     if reason is not None:
         return View(False, reason)
@@ -319,10 +403,12 @@ def enter(mounts: Sequence[Mount], literals: Sequence[str] = ()) -> View:
     base = next((d for d in _STAGING if os.path.isdir(d) and not os.path.islink(d)), None)
     if base is None:
         return View(False, f"no folder to assemble the view in (one of {', '.join(_STAGING)})")
+    flags = CLONE_NEWNS | CLONE_NEWPID | (0 if network else CLONE_NEWNET)
     try:
-        _check(_libc.unshare(ctypes.c_int(CLONE_NEWNS)), "unshare(CLONE_NEWNS)")
+        _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
     except OSError as exc:
         return View(False, str(exc))
+    _become_first_process()
     try:  # from here on there is no way back: fail hard
         fds = _source_fds(binds)
     except OSError as exc:
@@ -342,7 +428,7 @@ def enter(mounts: Sequence[Mount], literals: Sequence[str] = ()) -> View:
         raise ViewFailed(f"the view shows {top}, not {expected_top}")
     if control is not None and os.path.lexists("/" + control):
         raise ViewFailed(f"/{control} is still visible in the view")
-    return View(True, None, tuple(m.path for m in binds), proc, tuple(top))
+    return View(True, None, tuple(m.path for m in binds), proc, tuple(top), network)
 
 
 def reopen(path: str, old_fd: int) -> int:

@@ -172,7 +172,7 @@ def prepare(
     if threading.active_count() != 1 or process.thread_count() != 1:
         raise ConfinementError("worker is not single-threaded")
     root = WorkspaceRoot.from_fd(os.dup(args.workspace_fd), resolver="auto", symlinks=args.symlinks)
-    report = _confine(args.mode, args.kind, args.workspace_fd, args.user)
+    report = _confine(args.mode, args.kind, args.workspace_fd, getattr(args, "user", None))
     report["seccomp"] = _filter(args.mode, args.kind)
     hello = {
         "pid": os.getpid(),

@@ -28,9 +28,10 @@ FORM: dict[str, object] = {"elicitation": {"form": {}}}
 
 
 def _workers_of(pid: int) -> list[str]:
-    """Kinds of the confined workers whose parent is `pid`."""
+    """Kinds of the confined workers started by `pid` or by a process it started (serve runs in
+    a PID namespace of its own, beneath the process that started it: sandbox/view.py)."""
     kinds = []
-    for child in psutil.Process(pid).children():
+    for child in psutil.Process(pid).children(recursive=True):
         try:
             cmd = child.cmdline()
         except psutil.Error:
@@ -40,14 +41,33 @@ def _workers_of(pid: int) -> list[str]:
     return sorted(kinds)
 
 
-def _workers_for_parent(pid: int) -> list[int]:
-    """Every live worker started by the process `pid` (even after it was re-parented)."""
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        cmd = proc.info["cmdline"] or []
-        if "--parent-pid" in cmd and cmd[cmd.index("--parent-pid") + 1] == str(pid):
-            found.append(proc.info["pid"])
-    return found
+def _worker_pids(pid: int) -> list[int]:
+    """The confined workers beneath the process `pid` now."""
+    return [
+        child.pid
+        for child in psutil.Process(pid).children(recursive=True)
+        if "--kind" in _cmdline(child)
+    ]
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return list(proc.cmdline())
+    except psutil.Error:
+        return []
+
+
+def _alive(pids: list[int]) -> list[int]:
+    """Those of `pids` still running as workers (even after they were re-parented)."""
+    out = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE and "--kind" in _cmdline(proc):
+                out.append(pid)
+        except psutil.Error:
+            continue
+    return out
 
 
 @pytest.fixture
@@ -265,6 +285,7 @@ def test_serve_deletes_through_its_worker_and_leaves_no_process_behind(notes: Pa
     mode = host_mode()
     uri = notes.as_uri()
     server = StdioServer("serve", str(notes))
+    workers: list[int] = []
     try:
         first = server.ask(call_tool(1, "notes_delete", {"workspaceUri": uri, "title": "A"}, FORM))
         if mode == "chroot":
@@ -292,7 +313,8 @@ def test_serve_deletes_through_its_worker_and_leaves_no_process_behind(notes: Pa
             )
             assert done["result"].get("isError") is not True, done
             assert "delete" in _workers_of(server.proc.pid)
-        pid = server.proc.pid
+            workers = _worker_pids(server.proc.pid)
+            assert workers  # positive control: there are workers to be left behind
     finally:
         code = server.close()
     assert code == 0
@@ -300,6 +322,6 @@ def test_serve_deletes_through_its_worker_and_leaves_no_process_behind(notes: Pa
     assert (notes.parent / "outside.md").read_text() == "# outside\n"
     assert f"workers for creates, updates and deletions: {mode}" in server.stderr
     deadline = time.monotonic() + 5
-    while _workers_for_parent(pid) and time.monotonic() < deadline:
+    while _alive(workers) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _workers_for_parent(pid) == []
+    assert _alive(workers) == []

@@ -7,9 +7,11 @@ what must be absent afterwards is there just before, in the same child."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +79,8 @@ def layout(tmp_path: Path) -> Path:
 
 VIEW_ALONE = """
 import subprocess
-victim = subprocess.Popen(["sleep", "30"])
+victim = subprocess.Popen(["sleep", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+out["victim_before"] = os.path.exists(f"/proc/{victim.pid}/environ")
 base = sys.argv[1]
 ws, outside, key, ro = base + "/notes", base + "/outside.md", base + "/key", base + "/ro.txt"
 checks = {
@@ -99,21 +102,20 @@ with open(ro, "w") as f:
 # The plan serve would have, plus one read-only file; no Landlock, no filter: the view alone.
 plan = build_plan(Policy.for_single_workspace(ws, "me", token_sha256=None), replay_db=None)
 mounts = [*view_mounts(plan, {}), view.Mount(ro, "file")]
-seen = view.enter(mounts, plan.literals)
+seen = view.enter(mounts, plan.literals, network=False)
 out["enforced"], out["proc"], out["top"] = seen.enforced, seen.proc, list(seen.top)
+out["network"] = seen.network
 out["after"] = {name: attempt(fn) for name, fn in checks.items()}
 out["root_listing"] = sorted(os.listdir("/"))
 out["dotdot"] = sorted(os.listdir("/.."))
 import decimal, sqlite3  # lazy imports after the switch: the Python installation is there
 out["imports"] = "ok"
-# hidepid=invisible: once this process may not ptrace another (here: it gave up every
-# capability, the other is root with all of them), that process is absent.
-from fs_notes.sandbox.process import limit_capabilities
-out["victim_before_drop"] = os.path.exists(f"/proc/{victim.pid}/environ")
-limit_capabilities(frozenset())
-out["victim_after_drop"] = os.path.exists(f"/proc/{victim.pid}")
-victim.kill()
-out["self"] = os.path.exists("/proc/self/status")
+# Its own PID namespace: this process is the first one there, and the victim (a root process
+# with every capability, started just before) does not exist for it.
+out["pid"] = os.getpid()
+out["victim_after"] = os.path.exists(f"/proc/{victim.pid}")
+out["processes"] = sorted(n for n in os.listdir("/proc") if n.isdigit())
+out["proc_write"] = attempt(lambda: write("/proc/sys/kernel/core_pattern"))
 """
 
 
@@ -126,6 +128,7 @@ def test_the_view_alone_hides_everything_outside_and_binds_read_only(layout: Pat
         "make_at_root": "ok",
     }  # fmt: skip
     assert out["enforced"] is True and out["proc"] == "hidepid=invisible,gid=4294967294"
+    assert out["network"] is False  # no --http: an empty network namespace
     assert out["after"] == {
         "stat_outside": "ENOENT", "stat_key": "ENOENT", "stat_etc": "ENOENT",
         "old_root": "ENOENT", "read_inside": "ok", "write_inside": "ok", "read_ro": "ok",
@@ -134,8 +137,9 @@ def test_the_view_alone_hides_everything_outside_and_binds_read_only(layout: Pat
     assert out["root_listing"] == out["top"] == out["dotdot"]
     assert "etc" in out["top"]  # /etc/ld.so.cache and /etc/localtime only
     assert out["imports"] == "ok"
-    assert out["victim_before_drop"] is True and out["victim_after_drop"] is False
-    assert out["self"] is True
+    assert out["victim_before"] is True and out["victim_after"] is False
+    assert out["pid"] == 1 and out["processes"] == ["1"]
+    assert out["proc_write"] == "EROFS"  # no sysctl (core_pattern) can be written
     assert (layout / "outside.md").read_text() == "# outside\n"
     assert (layout / "ro.txt").read_text() == "read only\n"
     assert not Path("/planted").exists()
@@ -221,3 +225,48 @@ def test_without_cap_sys_admin_there_is_no_view_and_the_server_says_so(layout: P
     assert out["view"]["reason"].startswith("needs CAP_SYS_ADMIN")
     assert out["outside"] == "ok"  # the honest consequence, said below
     assert "the server has no private view of the filesystem" in proc.stderr
+
+
+def _fd_targets(pid: int) -> set[str]:
+    out = set()
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out.add(os.readlink(f"/proc/{pid}/fd/{name}"))
+        except OSError:
+            continue
+    return out
+
+
+def test_serve_closes_every_fd_it_inherited(tmp_path: Path) -> None:
+    # A directory fd left open by whoever starts serve would reach past the view and past
+    # Landlock (stat and getdents on an open fd are checked by neither).
+    import psutil
+
+    secret = tmp_path / "secret-dir"
+    secret.mkdir()
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    fd = os.open(secret, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        control = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=(fd,)
+        )
+        server = subprocess.Popen(
+            [sys.executable, "-m", "fs_notes", "serve", str(notes)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=(fd,), cwd=REPO, env=child_env(),
+        )  # fmt: skip
+        try:
+            time.sleep(1.5)
+            assert str(secret) in _fd_targets(control.pid)  # positive control: it is inherited
+            processes = [server.pid] + [p.pid for p in psutil.Process(server.pid).children(True)]
+            assert len(processes) >= 2  # the relay and the server in its PID namespace
+            for pid in processes:
+                assert str(secret) not in _fd_targets(pid), pid
+        finally:
+            control.kill()
+            control.wait()
+            server.communicate(timeout=15)  # closes stdin: the server ends
+            assert server.returncode == 0
+    finally:
+        os.close(fd)

@@ -219,7 +219,7 @@ def test_serve_writes_through_its_write_worker(notes: Path) -> None:
             call_tool(2, "notes_update", {"workspaceUri": uri, "id": "a.md", "content": "# A2\n"})
         )
         kinds = []
-        for child in psutil.Process(server.proc.pid).children():
+        for child in psutil.Process(server.proc.pid).children(recursive=True):
             cmd = child.cmdline()
             if "--kind" in cmd:
                 kinds.append(cmd[cmd.index("--kind") + 1])

@@ -152,11 +152,9 @@ class _Attackers:
 
 def run(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
-        format="fs-notes target %(levelname)s %(name)s: %(message)s",
-    )
+    from ..logline import install
+
+    install(getattr(logging, str(args.log_level).upper(), logging.WARNING), tag="fs-notes target")
     binds = [(src, dst) for src, _, dst in (b.partition(":") for b in args.bind)]
     if binds:
         from .mountns import enter_private_binds
