@@ -11,7 +11,7 @@ from .protocol.dispatch import Call, Dispatcher, Method
 from .protocol.envelope import PreEncoded
 from .protocol.errors import INVALID_PARAMS, ProtocolError
 from .protocol.meta import RESULT_META
-from .protocol.models import CallToolParams, parse_params
+from .protocol.models import CallToolParams, parse_params, tool_error
 from .render import shown
 from .tools.registry import ToolSpec
 
@@ -50,7 +50,10 @@ def build_methods(
         try:
             arguments = validate(tool.input_schema, params.arguments)
         except ArgumentError as exc:
-            raise ProtocolError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+            # A tool execution error, not a protocol error (spec: tools, "Error Handling":
+            # input validation errors such as a value out of range), so that the model can
+            # read it and correct its call; an unknown tool above stays a protocol error.
+            return tool_error(f"Invalid arguments for {tool.name}: {exc}")
         return tool.handler(call, arguments)
 
     methods = {

@@ -22,6 +22,7 @@ from fs_notes.confirm.flow import (
     FileIdentity,
     Outcome,
     ResponseInvalid,
+    ResponseMissing,
     build_elicitation,
     candidates_from_payload,
     confirm_expectation,
@@ -184,11 +185,12 @@ def test_decline_spends_the_nonce_and_cancel_leaves_a_retry_possible() -> None:
 NOT_A_NOTE = "note_id does not match"
 NOT_A_BOOL = "confirm does not match"
 
+MISSING = {"input responses missing", "delete_choice missing", "delete_choice under another key"}
 INVALID: list[tuple[str, object, str]] = [
-    ("input responses missing", None, "inputResponses must be an object"),
+    ("input responses missing", None, "no inputResponses"),
     ("input responses a list", [accept(YES_A)], "inputResponses must be an object"),
-    ("delete_choice missing", {}, "is missing"),
-    ("delete_choice under another key", {"delete": {"action": "accept"}}, "is missing"),
+    ("delete_choice missing", {}, "no inputResponses.delete_choice"),
+    ("delete_choice under another key", {"delete": {"action": "accept"}}, "no inputResponses.d"),
     ("delete_choice a string", {KEY: "accept"}, "not an object"),
     ("action missing", {KEY: {"content": YES_A}}, "action"),
     ("action unknown", {KEY: {"action": "approve"}}, "action"),
@@ -221,6 +223,8 @@ def test_a_malformed_retry_is_response_invalid_never_a_deletion(
     with pytest.raises(ResponseInvalid, match=message) as info:
         decide(PAYLOAD, responses, title=TITLE)
     assert "secret.md" not in str(info.value) and "outside" not in str(info.value)
+    # No answer at all (nothing under the form's key) is asked again; anything else is invalid.
+    assert isinstance(info.value, ResponseMissing) is (case in MISSING)
 
 
 @pytest.mark.parametrize(

@@ -182,7 +182,6 @@ def test_cancel_deletes_nothing_and_the_state_can_be_retried(server: StdioServer
 @pytest.mark.parametrize(
     "response",
     [
-        None,
         {},
         {"action": "accept"},
         {"action": "accept", "content": {}},
@@ -422,3 +421,31 @@ def test_the_server_keeps_working_after_the_delete_flow_and_exits_cleanly_on_eof
         env=child_env(),
     )
     assert proc.returncode == 0 and proc.stdout == b""
+
+
+@pytest.mark.parametrize("responses", [None, {}, {"delete": _accept("old/tps.md")}])
+def test_a_retry_without_an_answer_is_asked_again_and_the_answer_then_counts_once(
+    server: StdioServer, ws: Path, responses: Any
+) -> None:
+    # Spec (MRTR): a retry without the required inputResponses SHOULD get input_required again
+    # (it used to get -32602). The same requestState stays valid: it was not spent.
+    first = _first(server, ws)["result"]
+    args = {"workspaceUri": _uri(ws), "title": "TPS report"}
+    extra: dict[str, Any] = {"requestState": first["requestState"]}
+    if responses is not None:
+        extra["inputResponses"] = responses
+    again = server.ask(call_tool(2, "notes_delete", args, FORM, **extra))["result"]
+    assert again["resultType"] == "input_required"
+    assert again["requestState"] == first["requestState"]
+    form = again["inputRequests"]["delete_choice"]["params"]
+    assert form["requestedSchema"] == first["inputRequests"]["delete_choice"]["params"][
+        "requestedSchema"
+    ]
+    assert sorted(p.name for p in ws.rglob("*.md")) == ["other.md", "tps-2025.md", "tps.md"]
+    done = _retry(server, ws, again["requestState"], _accept("old/tps.md"), id=3)
+    assert done["result"].get("isError") is not True, done
+    assert not (ws / "old" / "tps.md").exists()
+    replay = _retry(server, ws, again["requestState"], _accept("old/tps.md"), id=4)
+    assert replay["error"]["code"] == -32602  # spent: the answer counted once
+    asked = server.ask(call_tool(5, "notes_delete", args, FORM, **extra))
+    assert asked["error"]["code"] == -32602  # and a spent state is not asked again either

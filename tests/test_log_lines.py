@@ -16,8 +16,10 @@ import re
 from wire import StdioServer, call_tool, meta, request
 
 FORGED = "fs-notes ERROR fs_notes.audit: FORGED"
-EVIL = [f"x\n{FORGED}", f"x\r{FORGED}", f"x\u2028{FORGED}", f"x\u2029{FORGED}", f"\x1b[2K\r{FORGED}",
-        f"\u202e{FORGED}"]  # fmt: skip
+EVIL = [
+    f"x\n{FORGED}", f"x\r{FORGED}", f"x\u2028{FORGED}", f"x\u2029{FORGED}",
+    f"\x1b[2K\r{FORGED}", f"\u202e{FORGED}",
+]  # fmt: skip
 LINE = re.compile(r"^fs-notes (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: ")
 
 

@@ -48,6 +48,7 @@ class Golden:
     silent: bool = False  # a notification: no JSON-RPC response at all
     id_echo: bool = True  # the error response carries the request id
     extra: dict[str, Any] = field(default_factory=dict)
+    tool_error: str | None = None  # a result with isError: true whose text starts so
 
 
 def _req(method: str, params: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
@@ -213,8 +214,7 @@ GOLDEN = [
     Golden(
         "call-missing-argument",
         _req("tools/call", {"name": "notes_read", "arguments": {"workspaceUri": "file:///x"}}),
-        -32602,
-        status=400,
+        tool_error="Invalid arguments for notes_read: ",
         extra={"message_has": "'id'"},
     ),
     Golden(
@@ -226,8 +226,7 @@ GOLDEN = [
                 "arguments": {"workspaceUri": "file:///x", "id": "a.md", "force": True},
             },
         ),
-        -32602,
-        status=400,
+        tool_error="Invalid arguments for notes_read: ",
         extra={"message_has": "'force'"},
     ),
     Golden(
@@ -236,8 +235,7 @@ GOLDEN = [
             "tools/call",
             {"name": "notes_read", "arguments": {"workspaceUri": "file:///x", "id": 5}},
         ),
-        -32602,
-        status=400,
+        tool_error="Invalid arguments for notes_read: ",
         extra={"message_has": "'id'"},
     ),
     Golden(
@@ -247,6 +245,24 @@ GOLDEN = [
         status=400,
     ),
     Golden("call-name-missing", _req("tools/call", {"arguments": {}}), -32602, status=400),
+    # Spec (server/utilities/logging, "Error Handling"): an unrecognised level SHOULD be -32602.
+    Golden(
+        "log-level-unknown",
+        _req("tools/list", {"_meta": {**meta(), "io.modelcontextprotocol/logLevel": "loud"}}),
+        -32602,
+        status=400,
+        extra={"message_has": "is not a log level"},
+    ),
+    Golden(
+        "log-level-not-a-string",
+        _req("tools/list", {"_meta": {**meta(), "io.modelcontextprotocol/logLevel": ["debug"]}}),
+        -32602,
+        status=400,
+    ),
+    Golden(
+        "log-level-known",
+        _req("tools/list", {"_meta": {**meta(), "io.modelcontextprotocol/logLevel": "notice"}}),
+    ),
 ]
 
 # `initialize` used to be refused with -32022 (the golden case "initialize-legacy"); since issue 7
@@ -268,6 +284,12 @@ def _expected_id(case: Golden) -> Any:
 
 def _check_answer(case: Golden, answer: dict[str, Any]) -> None:
     check_message(answer, case.send.get("method") if isinstance(case.send, dict) else None)
+    if case.tool_error is not None:  # spec: input validation errors are tool execution errors
+        result = answer["result"]
+        assert result["isError"] is True, answer
+        text = result["content"][0]["text"]
+        assert text.startswith(case.tool_error) and case.extra["message_has"] in text, text
+        return
     if case.code is None:
         assert "result" in answer, answer
         assert answer["id"] == _expected_id(case)

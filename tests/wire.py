@@ -265,15 +265,17 @@ class HttpServer:
         token: str | None,
         env: dict[str, str] | None = None,
         prefix: tuple[str, ...] = (),
+        top: tuple[str, ...] = (),
     ) -> None:
-        """`prefix`: a launcher to run the server under (e.g. prlimit)."""
+        """`prefix`: a launcher to run the server under (e.g. prlimit); `top`: options that go
+        before `serve` (e.g. --log-level)."""
         self.port_file = tmp / f"port-{time.monotonic_ns()}"
         extra = [*args, "--http", "127.0.0.1:0", "--port-file", str(self.port_file)]
         self.token = token
         self.log_path = tmp / f"server-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "fs_notes", "serve", *extra],
+            [*prefix, sys.executable, "-m", "fs_notes", *top, "serve", *extra],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=self._log,

@@ -10,7 +10,8 @@ candidates and maps the client's ``inputResponses`` to one outcome:
     decline  (ignored)                                 Decision.Declined  spent
     cancel   (ignored)                                 Decision.Cancelled not spent (retry ok)
     accept   missing, or not matching the schema       ResponseInvalid    not spent (-32602)
-    missing / unknown action / not an object           ResponseInvalid    not spent (-32602)
+    no inputResponses, or no answer under the key      ResponseMissing    not spent (asked again)
+    unknown action / not an object                     ResponseInvalid    not spent (-32602)
 
 Guarantees: `Decision.Delete` is returned only for an explicit ``accept`` whose content has exactly
 the two required fields, ``note_id`` one of the sealed candidate ids and ``confirm`` the JSON
@@ -90,6 +91,11 @@ class ResponseInvalid(ValueError):
 
     The message is safe for the wire: it names fields, never echoes client values.
     """
+
+
+class ResponseMissing(ResponseInvalid):
+    """The retry carries no answer to the form at all: the server asks again (the spec's
+    SHOULD for a retry without the required inputResponses), with the same requestState."""
 
 
 class Decision:
@@ -339,11 +345,15 @@ def decide(payload: Mapping[str, Any], input_responses: object, *, title: str) -
     """
     candidates = candidates_from_payload(payload)
     schema = requested_schema(title, candidates)
+    if input_responses is None:
+        raise ResponseMissing("no inputResponses")
     if not isinstance(input_responses, dict):
         raise ResponseInvalid("inputResponses must be an object")
     response = input_responses.get(ELICITATION_KEY)
+    if response is None:
+        raise ResponseMissing(f"no inputResponses.{ELICITATION_KEY}")
     if not isinstance(response, dict):
-        raise ResponseInvalid(f"inputResponses.{ELICITATION_KEY} is missing or not an object")
+        raise ResponseInvalid(f"inputResponses.{ELICITATION_KEY} is not an object")
     action = response.get("action")
     transition = ACTIONS.get(action) if isinstance(action, str) else None
     if transition is None:

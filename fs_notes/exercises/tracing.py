@@ -27,6 +27,7 @@ from ..fs import FsError, Identity, WorkspaceRoot
 from ..fs.mounts import mount_id, mount_id_at
 from ..lexical import LexicalError
 from ..policy import AccessDenied, Operation, Policy, Principal, Workspace, WorkspaceGrant
+from ..protocol.cancel import Token
 from ..protocol.dispatch import Dispatcher
 from ..protocol.dispatch import Principal as CallPrincipal
 from ..protocol.envelope import Notification, Request, result_response
@@ -309,7 +310,11 @@ class TracingDispatcher(Dispatcher):
         self._private = private or {}
 
     def handle(
-        self, msg: Request | Notification, principal: CallPrincipal, transport: str
+        self,
+        msg: Request | Notification,
+        principal: CallPrincipal,
+        transport: str,
+        cancel: Token | None = None,
     ) -> dict[str, Any] | None:
         if isinstance(msg, Request) and msg.method == CONFIG_METHOD:
             return result_response(msg.id, dict(self._config))
@@ -318,7 +323,7 @@ class TracingDispatcher(Dispatcher):
                 result = self._private[msg.method](dict(msg.params or {}))
             return {**result_response(msg.id, result), TRACE_KEY: [e.to_json() for e in events]}
         with self._trace.collect() as events:
-            response = self._inner.handle(msg, principal, transport)
+            response = self._inner.handle(msg, principal, transport, cancel)
         if response is None:
             return None
         return {**response, TRACE_KEY: [e.to_json() for e in events]}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..render import shown
+from .cancel import Cancelled, Token
 from .envelope import Notification, Request, error_response, result_response
 from .errors import INTERNAL_ERROR, METHOD_NOT_FOUND, ProtocolError
 from .meta import RESULT_META, RequestMeta, read_meta, unsupported_version
@@ -61,12 +62,32 @@ class Dispatcher:
         return self._methods.get(name)
 
     def handle(
-        self, msg: Request | Notification, principal: Principal, transport: str
+        self,
+        msg: Request | Notification,
+        principal: Principal,
+        transport: str,
+        cancel: Token | None = None,
     ) -> dict[str, Any] | None:
-        """Answer one message. Notifications are never answered."""
+        """Answer one message. Notifications are never answered, nor is a request whose
+        `cancel` token is cancelled (protocol/cancel.py)."""
         if isinstance(msg, Notification):
             log.debug("notification %s ignored", shown(msg.method, 200))
             return None
+        bound = cancel.bind() if cancel is not None else None
+        try:
+            response = self._answer(msg, principal, transport)
+        except Cancelled:
+            log.info("%s id=%r stopped: cancelled by the client", shown(msg.method, 200), msg.id)
+            return None
+        finally:
+            if bound is not None:
+                Token.unbind(bound)
+        if cancel is not None and cancel.cancelled:
+            log.info("%s id=%r cancelled; its answer is dropped", shown(msg.method, 200), msg.id)
+            return None
+        return response
+
+    def _answer(self, msg: Request, principal: Principal, transport: str) -> dict[str, Any]:
         try:
             return result_response(msg.id, self._run(msg, principal, transport))
         except ProtocolError as err:
@@ -85,15 +106,19 @@ class Dispatcher:
         return method is not None and method.blocking
 
     async def handle_async(
-        self, msg: Request | Notification, principal: Principal, transport: str
+        self,
+        msg: Request | Notification,
+        principal: Principal,
+        transport: str,
+        cancel: Token | None = None,
     ) -> dict[str, Any] | None:
         """As `handle`; blocking methods run in the executor, so a slow call blocks no other."""
         if self._blocking(msg):
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(
-                self._executor, self.handle, msg, principal, transport
+                self._executor, self.handle, msg, principal, transport, cancel
             )
-        return self.handle(msg, principal, transport)
+        return self.handle(msg, principal, transport, cancel)
 
     def _run(self, req: Request, principal: Principal, transport: str) -> dict[str, Any]:
         method = self._methods.get(req.method)
@@ -139,11 +164,15 @@ class LazyDispatcher(Dispatcher):
         return self._early.get(name) or self.full().method(name)
 
     def handle(
-        self, msg: Request | Notification, principal: Principal, transport: str
+        self,
+        msg: Request | Notification,
+        principal: Principal,
+        transport: str,
+        cancel: Token | None = None,
     ) -> dict[str, Any] | None:
         if isinstance(msg, Request) and msg.method not in self._early:
-            return self.full().handle(msg, principal, transport)
-        return super().handle(msg, principal, transport)
+            return self.full().handle(msg, principal, transport, cancel)
+        return super().handle(msg, principal, transport, cancel)
 
     async def _full_async(self) -> Dispatcher:
         full = self._full
@@ -152,8 +181,13 @@ class LazyDispatcher(Dispatcher):
         return full
 
     async def handle_async(
-        self, msg: Request | Notification, principal: Principal, transport: str
+        self,
+        msg: Request | Notification,
+        principal: Principal,
+        transport: str,
+        cancel: Token | None = None,
     ) -> dict[str, Any] | None:
         if isinstance(msg, Request) and msg.method not in self._early:
-            return await (await self._full_async()).handle_async(msg, principal, transport)
-        return super().handle(msg, principal, transport)
+            full = await self._full_async()
+            return await full.handle_async(msg, principal, transport, cancel)
+        return super().handle(msg, principal, transport, cancel)

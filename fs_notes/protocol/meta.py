@@ -21,6 +21,12 @@ VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
+#: Spec: server/utilities/logging, "Log Levels" (RFC 5424). fs-notes sends no log messages; it
+#: still refuses a level it does not recognise, as the spec says it SHOULD.
+LOG_LEVELS = frozenset(
+    {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+)
 
 # Plain data (no pydantic) so that answering server/discover needs no model building at start-up;
 # protocol/models.py checks that its Implementation model dumps to exactly this.
@@ -61,6 +67,11 @@ def read_meta(params: dict[str, Any]) -> RequestMeta:
     if not isinstance(caps, dict):
         raise ProtocolError(
             INVALID_PARAMS, f"Invalid params: _meta[{CAPABILITIES_KEY!r}] must be an object"
+        )
+    level = meta.get(LOG_LEVEL_KEY, "debug")
+    if not (isinstance(level, str) and level in LOG_LEVELS):
+        raise ProtocolError(
+            INVALID_PARAMS, f"Invalid params: _meta[{LOG_LEVEL_KEY!r}] is not a log level"
         )
     info = meta.get(CLIENT_INFO_KEY)
     return RequestMeta(version, caps, info if isinstance(info, dict) else None)

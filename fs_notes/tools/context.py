@@ -42,6 +42,7 @@ from ..fs import (
 )
 from ..lexical import LexicalError, NoteId, WorkspacePath, validate_folder, validate_note_id
 from ..policy import AccessDenied, Operation, Policy, Principal, Workspace
+from ..protocol.cancel import checkpoint
 from ..protocol.dispatch import Call
 from ..protocol.models import tool_error
 from ..render import shown, shown_id
@@ -191,6 +192,7 @@ class NotesEnv:
             self._log_skip(name, note_id, reason)
 
         for note_id, st in ws.root.iter_notes(folder, after=after, on_skip=left_out):
+            checkpoint()  # a cancelled request stops here (protocol/cancel.py)
             reason = verdict(note_id)  # rules that rewrite an id would list another note: skip
             if reason is None:
                 yield note_id, st

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from dataclasses import replace
 from typing import Any, Protocol
 
 from ..confirm.audit import AuditLog
@@ -29,6 +30,7 @@ from ..confirm.flow import (
     Decision,
     FileIdentity,
     ResponseInvalid,
+    ResponseMissing,
     candidates_from_payload,
     confirm_expectation,
     confirm_payload,
@@ -225,6 +227,19 @@ class DeleteTool:
         except StateRejected as exc:
             self._audit(call, name, None, "state-refused", "state")
             raise _refuse_state(exc.reason) from None
+        except ResponseMissing:  # asked again, the same form under the same (unspent) state
+            if self.replay.is_spent(str(payload["nonce"])):
+                self._audit(call, name, None, "replay-refused")
+                raise _refuse_state("nonce already spent") from None
+            # The sealed candidates, each with its title as found now (titles are not sealed).
+            titles = {c.id: c.title for c in find_candidates(self.env, ws, args["title"])}
+            sealed = [
+                replace(c, title=titles.get(c.id)) for c in candidates_from_payload(payload)
+            ]
+            return InputRequiredResult(
+                input_requests=input_request(args["workspaceUri"], args["title"], sealed),
+                request_state=str(call.params.get("requestState")),
+            ).wire()
         except ResponseInvalid as exc:
             raise ProtocolError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         nonce, expires = str(payload["nonce"]), float(payload["exp"])

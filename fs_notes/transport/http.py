@@ -17,6 +17,7 @@ The Host check (`HostCheck`) accepts the loopback names on the listening port an
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from collections.abc import Callable, Iterable
@@ -31,6 +32,7 @@ from ..legacy import ClientResponse, LegacyAdapter, read_message
 from ..legacy.http import HttpLegacy
 from ..legacy.sessions import SessionTable
 from ..limits import Limits
+from ..protocol.cancel import Token
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import EnvelopeError, Request, dumps, error_response, parse
 from ..protocol.errors import HTTP_STATUS, INVALID_REQUEST, ProtocolError
@@ -139,7 +141,10 @@ def build_app(
                 check_request_headers(request.headers, msg)
             except ProtocolError as err:
                 return _json(400, error_response(msg.id, err))
-        response = await dispatcher.handle_async(msg, principal, "http")
+        if isinstance(msg, Request):
+            response = await _unless_disconnected(request, dispatcher, msg, principal)
+        else:
+            response = await dispatcher.handle_async(msg, principal, "http")
         if response is None:
             return Response(status_code=202)
         error = response.get("error")
@@ -149,6 +154,32 @@ def build_app(
     return Starlette(
         routes=[Route("/mcp", endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH"])]
     )
+
+
+async def _unless_disconnected(
+    request: HttpRequest, dispatcher: Dispatcher, msg: Request, principal: Principal
+) -> dict[str, Any] | None:
+    """Answer `msg`; a client that disconnects first cancels it (spec: cancellation, "The
+    server MUST treat a client disconnect as cancellation of that request")."""
+    token = Token()
+    work = asyncio.ensure_future(dispatcher.handle_async(msg, principal, "http", token))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not work.done():
+        token.cancel()  # the work stops at its next checkpoint; nobody is there to answer
+        return None
+    return work.result()
+
+
+async def _disconnected(request: HttpRequest) -> None:
+    """Return when the client has gone (the body is read: what is left is the disconnect)."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return
 
 
 class HostCheck:

@@ -12,6 +12,9 @@ A client that opens with `initialize` (2025-11-25 and older) gets a legacy sessi
 the process (fs_notes/legacy/stdio.py), served on the event loop (its server-to-client requests
 wait there); the reading thread hands it each line in order and reads the next only once that
 line is routed. Modern requests keep working beside it.
+
+`notifications/cancelled` naming a modern request in flight cancels it (protocol/cancel.py): it
+gets no answer, and a listing it was doing stops at the next note.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from ..legacy import ClientResponse, LegacyAdapter, StdioLegacy
+from ..protocol.cancel import InFlight, Token
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import (
     EnvelopeError,
@@ -45,6 +49,7 @@ log = logging.getLogger("fs_notes.stdio")
 MAX_LINE = 8 << 20  # bytes in one message
 GRACE_SECONDS = 10.0
 MAX_THREADS = 8  # requests answered at once
+CANCELLED = "notifications/cancelled"
 
 
 def claim_stdout() -> BinaryIO:
@@ -67,7 +72,8 @@ async def serve(
     loop = asyncio.get_running_loop()
     ended = asyncio.Event()
     source = LineSource(0, MAX_LINE)
-    inflight: set[asyncio.Task[None]] = set()  # work on the event loop (legacy sessions)
+    tasks: set[asyncio.Task[None]] = set()  # work on the event loop (legacy sessions)
+    inflight = InFlight()  # modern requests being answered, for notifications/cancelled
     write_lock = threading.Lock()
 
     def end() -> None:  # from any thread
@@ -99,8 +105,8 @@ async def serve(
             write(response)
 
     def track(task: asyncio.Task[None]) -> None:
-        inflight.add(task)
-        task.add_done_callback(inflight.discard)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
     async def dispatch_on_loop(raw: bytes) -> None:
         """A line while a legacy session may be open: parsed and routed on the event loop."""
@@ -117,8 +123,13 @@ async def serve(
             return
         track(asyncio.create_task(run_modern(msg)))
 
-    def answer(msg: Request | Notification) -> None:  # in the thread that read the line
-        response = dispatcher.handle(msg, principal, "stdio")
+    def answer(msg: Request | Notification, token: Token | None) -> None:
+        # In the thread that read the line. A cancelled request is never answered.
+        try:
+            response = dispatcher.handle(msg, principal, "stdio", token)
+        finally:
+            if token is not None and isinstance(msg, Request):
+                inflight.end(msg.id, token)
         if response is not None:
             write(response)
 
@@ -136,8 +147,13 @@ async def serve(
             except EnvelopeError as exc:
                 write(error_response(exc.id, exc.error))
                 return None
+            if isinstance(msg, Notification) and msg.method == CANCELLED:
+                # Read in order: a request before its cancellation is already registered.
+                inflight.cancel((msg.params or {}).get("requestId"))
+                return None
             if not (isinstance(msg, Request) and msg.method == "initialize"):
-                return functools.partial(answer, msg)
+                token = inflight.begin(msg.id) if isinstance(msg, Request) else None
+                return functools.partial(answer, msg, token)
         # The handshake, or a line while a legacy session is open: on the event loop, and the
         # next line is read only once this one is routed.
         asyncio.run_coroutine_threadsafe(dispatch_on_loop(raw), loop).result(GRACE_SECONDS)
@@ -156,8 +172,8 @@ async def serve(
         link.close()  # nothing waits for a client that has gone
         if not await loop.run_in_executor(None, pool.wait_idle, GRACE_SECONDS):
             log.warning("stdio: answers still in progress after %s s", GRACE_SECONDS)
-        if inflight:
-            _, pending = await asyncio.wait(inflight, timeout=GRACE_SECONDS)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=GRACE_SECONDS)
             for task in pending:
                 task.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
