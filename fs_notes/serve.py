@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .cli import ConfigError
 from .confirm.audit import AuditLog
 from .confirm.replay import ReplayStore, default_replay_path
-from .confirm.state import KeyFileError, KeyRing, StateSealer
+from .confirm.state import KEPT_NAME, KeyFileError, KeyRing, StateSealer
 from .fs import FsError, WorkspaceRoot
 from .limits import connection_budget
 from .policy import NotAuthenticated, Policy, PolicyError, Principal, hash_token, load_policy
@@ -127,13 +127,24 @@ class ConfirmParts:
 
 
 def open_confirm_parts(args: argparse.Namespace) -> ConfirmParts:
-    try:
-        keyring = (
-            KeyRing.from_file(args.state_key_file) if args.state_key_file else KeyRing.ephemeral()
-        )
-    except (KeyFileError, OSError) as exc:
-        raise ConfigError(f"--state-key-file {args.state_key_file}: {exc}") from None
+    """The sealer, replay store and audit log. Without --state-key-file the key ring is kept
+    beside the replay database (made there, 0600, on first start), so that a confirmation in
+    flight survives a restart; an in-memory replay database gets a key that dies with us."""
     path = args.replay_db or default_replay_path()
+    keep = None if args.state_key_file or path == ":memory:" else os.path.dirname(path) or "."
+    try:
+        if args.state_key_file:
+            keyring = KeyRing.from_file(args.state_key_file)
+        elif keep is not None:
+            os.makedirs(keep, mode=0o700, exist_ok=True)
+            keyring = KeyRing.kept_in(keep)
+        else:
+            keyring = KeyRing.ephemeral()
+    except (KeyFileError, OSError) as exc:
+        if args.state_key_file:
+            raise ConfigError(f"--state-key-file {args.state_key_file}: {exc}") from None
+        where = os.path.join(keep or "", KEPT_NAME)
+        raise ConfigError(f"the state key file kept at {where}: {exc}") from None
     try:
         replay = ReplayStore(path)
     except (OSError, sqlite3.Error) as exc:

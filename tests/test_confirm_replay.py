@@ -300,3 +300,63 @@ def test_default_path_refuses_a_symlinked_directory(tmp_path: Path) -> None:
     (tmp_path / "fs-notes").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(ValueError, match="not a directory"):
         default_replay_path({"XDG_STATE_HOME": str(tmp_path)})
+
+
+def test_without_a_key_file_a_confirmation_survives_a_restart(tmp_path: Path) -> None:
+    # Issue 13: the key used to die with the process, so a client whose server restarted
+    # between the two rounds got -32602. It is now kept beside the replay database (0600).
+    from wire import StdioServer, call_tool
+
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    (ws / "plan.md").write_text("# Plan\n")
+    state = tmp_path / "state"
+    args = ("serve", str(ws), "--replay-db", str(state / "replay.db"))
+    form = {"elicitation": {"form": {}}}
+    call = {"workspaceUri": ws.as_uri(), "title": "Plan"}
+    first = StdioServer(*args)
+    try:
+        round1 = first.ask(call_tool(1, "notes_delete", call, form))["result"]
+    finally:
+        assert first.close() == 0
+    kept = state / "state.keys"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    key_before = kept.read_bytes()
+    second = StdioServer(*args)  # a new process: only the kept key can open the state
+    try:
+        choice = {"action": "accept", "content": {"note_id": "plan.md", "confirm": True}}
+        answer = {"delete_choice": choice}
+        done = second.ask(call_tool(2, "notes_delete", call, form,
+                                    requestState=round1["requestState"],
+                                    inputResponses=answer))  # fmt: skip
+    finally:
+        assert second.close() == 0
+    assert done["result"].get("isError") is not True, done
+    assert not (ws / "plan.md").exists()
+    assert kept.read_bytes() == key_before  # the same ring, not a new one
+    assert sorted(p.name for p in state.iterdir() if p.name.startswith(".")) == []  # no temp
+
+
+def test_a_kept_key_file_that_others_can_read_stops_the_start(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from wire import REPO, child_env
+
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    state = tmp_path / "state"
+    state.mkdir()
+    kept = state / "state.keys"
+    kept.write_text("k1:" + "A" * 44 + "\n")
+    kept.chmod(0o644)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fs_notes", "serve", str(ws), "--replay-db", str(state / "r.db")],
+        capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"fs-notes: the state key file kept at {kept}: state key file is accessible by others "
+        "or group-writable (chmod 600 it)\n"
+    )

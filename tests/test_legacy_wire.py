@@ -383,7 +383,12 @@ def test_legacy_http_session_rules(http: HttpServer, ws: Path) -> None:
     other = LegacyHttp(http, FORM, token=OTHER_TOKEN)
     stolen = http.post_raw(body, other.headers(client.sid))  # bob's token, alice's session id
     assert stolen.status_code == 404
-    wrong_version = client.post(listing, **{"MCP-Protocol-Version": "2025-06-18"})
+    # Another supported handshake-era revision in the header is accepted (the 2025-11-25 text
+    # refuses only invalid or unsupported ones; the conformance scenario
+    # server-sse-multiple-streams sends one); an unsupported one is 400.
+    for version in ("2025-06-18", "2025-03-26"):
+        assert client.post(listing, **{"MCP-Protocol-Version": version}).status_code == 200
+    wrong_version = client.post(listing, **{"MCP-Protocol-Version": "2024-01-01"})
     assert wrong_version.status_code == 400
     stray = client.post({"jsonrpc": "2.0", "id": 99, "result": {"action": "accept"}})
     assert stray.status_code == 400  # an answer nothing waits for
@@ -393,6 +398,19 @@ def test_legacy_http_session_rules(http: HttpServer, ws: Path) -> None:
     assert client.post(listing).status_code == 200
     assert http.client.delete(http.url, headers=client.headers(client.sid)).status_code == 200
     assert client.post(listing).status_code == 404
+
+
+def test_a_legacy_session_gets_its_own_revision_s_code_for_a_missing_resource(
+    http: HttpServer, ws: Path
+) -> None:
+    # 2025-11-25 server/resources: resource not found is -32002 (2026-07-28 made it -32602).
+    client = LegacyHttp(http, FORM)
+    missing = client.ask(_req(5, "resources/read", {"uri": _uri(ws) + "/no-such-note.md"}))
+    assert missing["error"] == {
+        "code": -32002,
+        "message": "Resource not found",
+        "data": {"uri": _uri(ws) + "/no-such-note.md"},
+    }
     assert (ws / "tps.md").exists()
 
 

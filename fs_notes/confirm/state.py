@@ -165,6 +165,10 @@ def _mac_key(secret: bytes) -> bytes:
     return hmac.new(secret, _MAC_LABEL, hashlib.sha256).digest()
 
 
+#: The key ring serve keeps beside the replay database when no --state-key-file is given.
+KEPT_NAME = "state.keys"
+
+
 class KeyRing:
     """Named HMAC keys: the first one signs, every one verifies."""
 
@@ -186,6 +190,31 @@ class KeyRing:
     def ephemeral(cls) -> KeyRing:
         """A random key held only by this process (tokens die with it)."""
         return cls([(f"e{secrets.token_hex(6)}", secrets.token_bytes(32))])
+
+    @classmethod
+    def kept_in(cls, folder: str) -> KeyRing:
+        """The ring in `folder`/`KEPT_NAME`, made there (one random key, mode 0600) if there is
+        none: without --state-key-file, a confirmation in flight survives a restart. Made by
+        writing a temporary file and linking it into place, so two servers starting at once
+        end up with one ring and nobody reads half a file. KeyFileError or OSError."""
+        path = os.path.join(folder, KEPT_NAME)
+        if not os.path.lexists(path):
+            kid, secret = f"k{secrets.token_hex(6)}", secrets.token_bytes(32)
+            line = f"{kid}:{base64.b64encode(secret).decode()}\n".encode()
+            tmp = os.path.join(folder, f".{KEPT_NAME}.{secrets.token_hex(6)}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another server made it first: use theirs
+            finally:
+                os.unlink(tmp)
+        return cls.from_file(path)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> KeyRing:

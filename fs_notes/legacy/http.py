@@ -8,7 +8,8 @@ under a legacy version header gets the modern -32022.
 
 - `initialize` -> 200 JSON with a new `Mcp-Session-Id` (sessions.py binds it to the principal).
 - a legacy POST without a session id -> 400; with an id unknown to this principal -> 404;
-  with a version header other than the session's -> 400.
+  with a version header that names no handshake-era revision -> 400 (another supported one than
+  the session's is accepted: the 2025-11-25 text refuses only invalid or unsupported versions).
 - a notification, or the client's answer to one of our requests -> 202 (an answer nothing waits
   for -> 400).
 - a request -> 200 `application/json` when no server-initiated request was needed; otherwise
@@ -106,8 +107,8 @@ class HttpLegacy:
         if session is None:
             return _refuse(404, "Session not found")
         version = headers.get("mcp-protocol-version")
-        if version is not None and version != session.version:
-            return _refuse(400, "Bad Request: MCP-Protocol-Version does not match the session")
+        if version is not None and not is_legacy(version):
+            return _refuse(400, "Bad Request: unsupported MCP-Protocol-Version")
         if isinstance(msg, ClientResponse):
             if session.deliver(msg):
                 return Response(status_code=202)

@@ -33,7 +33,14 @@ from ..protocol.envelope import Notification, Request, RequestId, error_response
 from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
 from ..render import shown
 from .messages import ClientResponse
-from .translate import ADAPTER_PARAMS, legacy_result, modern_params, outbound_params, refusal
+from .translate import (
+    ADAPTER_PARAMS,
+    legacy_error,
+    legacy_result,
+    modern_params,
+    outbound_params,
+    refusal,
+)
 
 log = logging.getLogger("fs_notes.legacy")
 
@@ -155,7 +162,7 @@ class LegacySession:
                 raise _Cancelled
             result = response.get("result")
             if not isinstance(result, dict):
-                return response  # an error response, passed on as it is
+                return legacy_error(msg.method, response)  # in this revision's own codes
             if result.get("resultType") != "input_required":
                 return result_response(msg.id, legacy_result(result))
             answers = await self._ask(msg.id, result.get("inputRequests"), send)

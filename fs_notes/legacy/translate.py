@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.errors import INTERNAL_ERROR, MISSING_CAPABILITY, ProtocolError
+from ..protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    MISSING_CAPABILITY,
+    RESOURCE_NOT_FOUND,
+    ProtocolError,
+)
 from ..protocol.meta import (
     CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
@@ -70,6 +76,24 @@ def legacy_result(result: dict[str, Any]) -> dict[str, Any]:
         if kept:
             out["_meta"] = kept
     return out
+
+
+#: Spec 2025-11-25 server/resources, "Error Handling": resource not found is -32002 there;
+#: 2026-07-28 made it -32602 (and asks clients to accept both).
+LEGACY_RESOURCE_NOT_FOUND = -32002
+
+
+def legacy_error(method: str, response: dict[str, Any]) -> dict[str, Any]:
+    """A modern error response in the handshake-era revisions' codes (a new dict)."""
+    error = response.get("error")
+    if (
+        method == "resources/read"
+        and isinstance(error, dict)
+        and error.get("code") == INVALID_PARAMS
+        and error.get("message") == RESOURCE_NOT_FOUND
+    ):
+        return {**response, "error": {**error, "code": LEGACY_RESOURCE_NOT_FOUND}}
+    return response
 
 
 def initialize_result(version: str, discover: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,8 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_CAPABILITY = -32021
 UNSUPPORTED_VERSION = -32022
+#: The message of a resources/read for a resource that does not exist (code INVALID_PARAMS).
+RESOURCE_NOT_FOUND = "Resource not found"
 
 # The HTTP status each error code maps to on Streamable HTTP (spec: transports/streamable-http).
 HTTP_STATUS: dict[int, int] = {

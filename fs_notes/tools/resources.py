@@ -21,7 +21,7 @@ from ..fs import FsError
 from ..lexical import LexicalError, NoteId, note_uri
 from ..policy import AccessDenied, Principal
 from ..protocol.dispatch import Call
-from ..protocol.errors import INVALID_PARAMS, ProtocolError
+from ..protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, ProtocolError
 from ..protocol.models import (
     RESULT_META,
     PaginatedParams,
@@ -36,7 +36,7 @@ from .read_tools import load_note
 
 log = logging.getLogger("fs_notes.tools")
 PAGE = 200
-NOT_FOUND = "Resource not found"
+NOT_FOUND = RESOURCE_NOT_FOUND
 
 
 def _cursor_after(cursor: str | None) -> tuple[str, str] | None:
