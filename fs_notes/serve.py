@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .cli import ConfigError
-from .confirm.audit import AuditLog
-from .confirm.replay import ReplayStore, default_replay_path
+from .confirm.audit import AuditLog, AuditLogDamaged
+from .confirm.replay import MAX_ROWS, ReplayStore, UnsafeLocation, default_replay_path
 from .confirm.state import KEPT_NAME, KeyFileError, KeyRing, StateSealer
 from .fs import FsError, WorkspaceRoot
 from .limits import connection_budget
@@ -126,11 +126,29 @@ class ConfirmParts:
     audit: AuditLog
 
 
-def open_confirm_parts(args: argparse.Namespace) -> ConfirmParts:
+def open_confirm_parts(args: argparse.Namespace, policy: Policy | None = None) -> ConfirmParts:
     """The sealer, replay store and audit log. Without --state-key-file the key ring is kept
     beside the replay database (made there, 0600, on first start), so that a confirmation in
     flight survives a restart; an in-memory replay database gets a key that dies with us."""
     path = args.replay_db or default_replay_path()
+    try:
+        if path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+        if policy is not None:  # each principal's quota fits whatever the others hold
+            per = policy.limits.nonces_per_principal
+            rows = max(MAX_ROWS, per * len(policy.principals))
+            replay = ReplayStore(path, max_rows=rows, per_principal=per)
+        else:
+            replay = ReplayStore(path)
+    except UnsafeLocation as exc:
+        raise ConfigError(f"the replay database {path}: {exc}") from None
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(
+            f"the replay database {path} is damaged ({exc}); move it aside to start afresh "
+            "(confirmations in flight are then lost)"
+        ) from None
+    except (OSError, sqlite3.Error) as exc:
+        raise ConfigError(f"--replay-db {path}: {exc}") from None
     keep = None if args.state_key_file or path == ":memory:" else os.path.dirname(path) or "."
     try:
         if args.state_key_file:
@@ -146,11 +164,9 @@ def open_confirm_parts(args: argparse.Namespace) -> ConfirmParts:
         where = os.path.join(keep or "", KEPT_NAME)
         raise ConfigError(f"the state key file kept at {where}: {exc}") from None
     try:
-        replay = ReplayStore(path)
-    except (OSError, sqlite3.Error) as exc:
-        raise ConfigError(f"--replay-db {path}: {exc}") from None
-    try:
         audit = AuditLog(args.audit_log)
+    except AuditLogDamaged as exc:
+        raise ConfigError(f"the audit log {args.audit_log}: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"--audit-log {args.audit_log}: {exc.strerror}") from None
     return ConfirmParts(StateSealer(keyring), replay, audit)
@@ -214,7 +230,7 @@ def serve(args: argparse.Namespace) -> int:
                 f'workspace "{ws.name}": worker_user = "{ws.worker_user[0]}" needs serve to run '
                 "as root (or as that user)"
             )
-    confirm = open_confirm_parts(args)
+    confirm = open_confirm_parts(args, policy)
     roots = open_roots(policy)
     if bind is not None:
         from .transport.http import split_host

@@ -37,10 +37,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from fs_notes.sandbox.errors import NoEnforceableLayer, SandboxError
+from fs_notes.sandbox.errors import NoEnforceableLayer, OsRefused, SandboxError
 from fs_notes.sandbox.kinds import KINDS, Kind, Mode
 
 from ..fs import FsError, Identity
+from ..fs.errors import RESOURCE_ERRNOS, error_for_errno
 from ..policy import Policy, Workspace
 
 if TYPE_CHECKING:
@@ -232,6 +233,11 @@ class OsLayer:
             return action(worker)
         except FsError:
             raise
+        except OsRefused as exc:
+            if exc.errno in RESOURCE_ERRNOS:  # the disk, not the request: say which
+                raise error_for_errno(exc.errno) from None
+            log.error("%s worker for %s refused: %s", kind, workspace, exc)
+            raise OsLayerFailed() from None
         except (SandboxError, ValueError) as exc:
             log.error("%s worker for %s refused or failed: %s", kind, workspace, exc)
             raise OsLayerFailed() from None

@@ -360,3 +360,46 @@ def test_a_kept_key_file_that_others_can_read_stops_the_start(tmp_path: Path) ->
         f"fs-notes: the state key file kept at {kept}: state key file is accessible by others "
         "or group-writable (chmod 600 it)\n"
     )
+
+
+def test_one_principal_at_its_quota_is_refused_and_nobody_else_is(tmp_path: Path) -> None:
+    # Issue 13: the 100,000-row bound was shared; one principal filling it refused deletions
+    # for all. Each principal now has its own quota, inside a bound that holds all of them.
+    from fs_notes.confirm.replay import PrincipalQuotaFull
+
+    store = ReplayStore(tmp_path / "r.db", max_rows=100, per_principal=5, clock=lambda: 1000.0)
+    try:
+        for _ in range(5):
+            assert store.claim(secrets.token_hex(16), 5000.0, "bob") is True
+        with pytest.raises(PrincipalQuotaFull):
+            store.claim(secrets.token_hex(16), 5000.0, "bob")
+        assert store.claim(secrets.token_hex(16), 5000.0, "alice") is True  # not affected
+        assert len(store) == 6
+    finally:
+        store.close()
+    # The counts survive a reopen, and a file made before quotas gets its principal column.
+    again = ReplayStore(tmp_path / "r.db", max_rows=100, per_principal=5, clock=lambda: 1000.0)
+    try:
+        with pytest.raises(PrincipalQuotaFull):
+            again.claim(secrets.token_hex(16), 5000.0, "bob")
+    finally:
+        again.close()
+
+
+def test_a_replay_file_made_before_quotas_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE spent_nonce (nonce TEXT PRIMARY KEY NOT NULL, keep_until REAL NOT NULL)"
+        " WITHOUT ROWID;"
+        f"INSERT INTO spent_nonce VALUES ('{'a' * 32}', 9999999999.0);"
+    )
+    old.close()
+    store = ReplayStore(path, per_principal=1)
+    try:
+        assert store.is_spent("a" * 32)
+        assert store.claim("a" * 32, 5000.0, "bob") is False  # still spent
+        assert store.claim("b" * 32, 5000.0, "bob") is True
+        assert len(store) == 2
+    finally:
+        store.close()

@@ -289,7 +289,7 @@ def test_update_removes_its_temp_file_when_the_rename_fails(
         raise OSError(errno.EBUSY, "busy")
 
     monkeypatch.setattr(os, "rename", busy)
-    with pytest.raises(FsError, match="file busy"):
+    with pytest.raises(FsError, match="busy, try again"):
         root.update_note("n.md", b"new")
     monkeypatch.undo()
     assert os.listdir(path) == ["n.md"] and (path / "n.md").read_bytes() == b"old"

@@ -19,7 +19,7 @@ from fs_notes.fs import (
     NotRegular,
     SymlinkRefused,
 )
-from fs_notes.fs.errors import error_for_errno
+from fs_notes.fs.errors import DeviceError, NoSpace, ReadOnlyFilesystem, error_for_errno
 from fs_notes.fs.paths import MAX_COMPONENTS, NAME_MAX, split_folder, split_relpath
 
 
@@ -149,7 +149,10 @@ def test_every_field_takes_part_in_equality() -> None:
         (errno.ELOOP, SymlinkRefused),
         (errno.ENXIO, NotRegular),
         (errno.ENAMETOOLONG, InvalidPath),
-        (errno.EIO, FsError),
+        (errno.EIO, DeviceError),
+        (errno.ENOSPC, NoSpace),
+        (errno.EROFS, ReadOnlyFilesystem),
+        (errno.EPROTO, FsError),
         (None, FsError),
     ],
 )

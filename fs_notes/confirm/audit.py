@@ -10,7 +10,9 @@ at `MAX_FIELD_CHARS`.
 
 Not guaranteed: durability across a power loss (no fsync per line), tamper-evidence (anyone who
 can write the file can edit it), or that every decision is recorded (the caller calls `record`).
-With ``path=None`` records go to the ``fs_notes.audit`` logger only.
+With ``path=None`` records go to the ``fs_notes.audit`` logger only. An existing log whose last
+records are not whole JSON lines is refused at open (`AuditLogDamaged`): serve will not append
+to a trail it cannot vouch for.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Final
 
-__all__ = ["OUTCOMES", "AuditLog"]
+__all__ = ["OUTCOMES", "AuditLog", "AuditLogDamaged"]
 
 audit_logger = logging.getLogger("fs_notes.audit")
 _ENCODE = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
 
 OUTCOMES: Final = frozenset(
     {
+        "confirmed",  # the user confirmed; written before the note is removed
         "deleted",
         "declined",
         "cancelled",
@@ -45,6 +48,37 @@ OUTCOMES: Final = frozenset(
 )
 MAX_FIELD_CHARS = 512
 _REASON_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+
+
+class AuditLogDamaged(Exception):
+    """The audit log's last records are not whole JSON lines: it was not written by us alone."""
+
+
+TAIL_BYTES = 64 << 10
+
+
+def _check_tail(fd: int) -> None:
+    """Refuse a log whose last `TAIL_BYTES` are not whole JSON objects, one per line: appending
+    to it would make the trail unreadable from there on (a torn or foreign last line)."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return
+    start = max(0, size - TAIL_BYTES)
+    tail = os.pread(fd, size - start, start)
+    if not tail.endswith(b"\n"):
+        raise AuditLogDamaged("its last line is incomplete; move it aside or repair it")
+    lines = tail.split(b"\n")[:-1]
+    if start > 0:
+        lines = lines[1:]  # the first may be the end of a line that began before the tail
+    for line in lines[-1000:]:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or "outcome" not in record:
+            raise AuditLogDamaged(
+                "it holds a line that is not an audit record; move it aside or repair it"
+            )
 
 
 def _field(value: str | None, name: str) -> str | None:
@@ -69,8 +103,13 @@ class AuditLog:
         self._path = None if path is None else os.fspath(path)
         if self._path is not None:
             self._fd = os.open(
-                self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+                self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
             )
+            try:
+                _check_tail(self._fd)
+            except BaseException:
+                os.close(self._fd)
+                raise
 
     @property
     def path(self) -> str | None:

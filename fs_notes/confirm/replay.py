@@ -21,9 +21,14 @@ happens next; the deletion itself is one atomic unlinkat, so nothing is half don
 over with a fresh notes_delete call, which gets a fresh nonce; the audit log records
 "delete-failed". There is deliberately no `release`: a nonce is never un-spent.
 
-Not guaranteed: exclusion across machines (SQLite over a network filesystem has unreliable
-locks; use a local path), protection against someone who can write the database file (it lives
-in a 0700 directory by default), or any check that the token is still valid (that is `state.py`).
+Refused at open (`UnsafeLocation`): a database on a network or FUSE filesystem (NFS, SMB/CIFS,
+FUSE, 9p, Ceph, AFS, ...: `NETWORK_FILESYSTEMS`), where SQLite's locks are not reliable and two
+servers could both claim one nonce. A database that is not one, or fails SQLite's quick_check,
+raises sqlite3.DatabaseError at open (serve then refuses to start).
+
+Not guaranteed: exclusion across machines (use a local path), protection against someone who can
+write the database file (it lives in a 0700 directory by default), or any check that the token is
+still valid (that is `state.py`).
 """
 
 from __future__ import annotations
@@ -40,18 +45,68 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 
 __all__ = [
+    "MAX_ROWS",
+    "NETWORK_FILESYSTEMS",
     "RETENTION_MARGIN",
+    "PrincipalQuotaFull",
     "ReplayStore",
     "ReplayStoreFull",
+    "UnsafeLocation",
     "default_replay_path",
+    "filesystem_type",
 ]
 
+#: statfs(2) f_type of the filesystems whose file locks SQLite cannot rely on.
+NETWORK_FILESYSTEMS: dict[int, str] = {
+    0x6969: "NFS",
+    0x517B: "SMB",
+    0xFF534D42: "CIFS",
+    0xFE534D42: "SMB2",
+    0x65735546: "FUSE",
+    0x01021997: "9p",
+    0x00C36400: "Ceph",
+    0x5346414F: "AFS",
+    0x73757245: "Coda",
+    0x0BD00BD0: "Lustre",
+    0x20030528: "OrangeFS",
+    0x01161970: "GFS2",
+    0x7461636F: "OCFS2",
+}
+
+
+class UnsafeLocation(Exception):
+    """The database would live where SQLite's locking is not reliable."""
+
+
+def filesystem_type(path: str) -> int:
+    """statfs(2) f_type of the filesystem holding `path` (OSError if it cannot be read)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(256)  # struct statfs; f_type is its first word
+    if libc.statfs(os.fsencode(path), buf) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+    return int.from_bytes(buf.raw[: ctypes.sizeof(ctypes.c_long)], "little", signed=True) & (
+        (1 << 32) - 1
+    )
+
 RETENTION_MARGIN = 600.0
+MAX_ROWS = 100_000
 PRUNE_BATCH = 64
-BUSY_TIMEOUT_MS = 10_000
+BUSY_TIMEOUT_MS = 3_000  # a claim holds the lock for milliseconds; a stuck holder is an error
 WAL_ATTEMPTS = 10  # switching a new file to WAL, when another process does it at once
 
 _NONCE_RE = re.compile(r"[0-9a-f]{32}")
+_SCHEMA_OBJECTS = frozenset(
+    {"spent_nonce", "spent_nonce_keep_until", "spent_count", "spent_nonce_added",
+     "spent_nonce_removed", "spent_by", "spent_by_added", "spent_by_removed"}
+)  # fmt: skip
+
+
+def _schema_complete(conn: sqlite3.Connection) -> bool:
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    return names >= _SCHEMA_OBJECTS
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS spent_nonce ("
     " nonce TEXT PRIMARY KEY NOT NULL,"
@@ -71,11 +126,26 @@ _SCHEMA = (
     " BEGIN UPDATE spent_count SET n = n + 1 WHERE id = 1; END",
     "CREATE TRIGGER IF NOT EXISTS spent_nonce_removed AFTER DELETE ON spent_nonce"
     " BEGIN UPDATE spent_count SET n = n - 1 WHERE id = 1; END",
+    # Per principal (issue 13): whose claim each row is, and a count per principal kept the
+    # same way, so that one principal's quota is checked by reading one row.
+    "CREATE TABLE IF NOT EXISTS spent_by ("
+    " principal TEXT PRIMARY KEY NOT NULL,"
+    " n INTEGER NOT NULL"
+    ") WITHOUT ROWID",
+    "CREATE TRIGGER IF NOT EXISTS spent_by_added AFTER INSERT ON spent_nonce"
+    " BEGIN INSERT INTO spent_by (principal, n) VALUES (NEW.principal, 1)"
+    " ON CONFLICT (principal) DO UPDATE SET n = n + 1; END",
+    "CREATE TRIGGER IF NOT EXISTS spent_by_removed AFTER DELETE ON spent_nonce"
+    " BEGIN UPDATE spent_by SET n = n - 1 WHERE principal = OLD.principal; END",
 )
 
 
 class ReplayStoreFull(RuntimeError):
     """`max_rows` unexpired nonces are stored; the claim is refused rather than evict one."""
+
+
+class PrincipalQuotaFull(ReplayStoreFull):
+    """This principal holds `per_principal` unexpired nonces (others are not affected)."""
 
 
 def default_replay_path(environ: Mapping[str, str] | None = None) -> str:
@@ -125,11 +195,13 @@ class ReplayStore:
         path: str | os.PathLike[str],
         *,
         clock: Callable[[], float] = time.time,
-        max_rows: int = 100_000,
+        max_rows: int = MAX_ROWS,
+        per_principal: int | None = None,
         prune_batch: int = PRUNE_BATCH,
     ) -> None:
-        if max_rows < 1 or prune_batch < 1:
-            raise ValueError("max_rows and prune_batch must be positive")
+        if max_rows < 1 or prune_batch < 1 or (per_principal is not None and per_principal < 1):
+            raise ValueError("max_rows, per_principal and prune_batch must be positive")
+        self._per_principal = per_principal if per_principal is not None else max_rows
         self._path = os.fspath(path)
         self._clock = clock
         self._max_rows = max_rows
@@ -144,6 +216,14 @@ class ReplayStore:
 
     def _connect(self) -> sqlite3.Connection:
         if self._path != ":memory:":
+            kind = NETWORK_FILESYSTEMS.get(
+                filesystem_type(os.path.dirname(os.path.abspath(self._path)))
+            )
+            if kind is not None:
+                raise UnsafeLocation(
+                    f"it is on a {kind} filesystem, where SQLite's locks are not reliable "
+                    "(two servers could accept one confirmation twice); use a local folder"
+                )
             # Create the file 0600 ourselves; SQLite gives its -wal/-shm files the same mode.
             os.close(os.open(self._path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
         conn = sqlite3.connect(
@@ -158,10 +238,25 @@ class ReplayStore:
             if str(mode).lower() != "wal":
                 raise sqlite3.OperationalError(f"replay store cannot use WAL (got {mode!r})")
             conn.execute("PRAGMA synchronous = NORMAL")
+            verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if verdict != "ok":
+                raise sqlite3.DatabaseError(f"quick_check: {verdict}")
+            if _schema_complete(conn):  # a reconnection (after fork): no write lock needed
+                return conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _SCHEMA:
+                conn.execute(_SCHEMA[0])
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(spent_nonce)")}
+                if "principal" not in columns:  # a file made before per-principal quotas
+                    conn.execute(
+                        "ALTER TABLE spent_nonce ADD COLUMN principal TEXT NOT NULL DEFAULT ''"
+                    )
+                for statement in _SCHEMA[1:]:
                     conn.execute(statement)
+                conn.execute(
+                    "INSERT OR IGNORE INTO spent_by (principal, n)"
+                    " SELECT principal, count(*) FROM spent_nonce GROUP BY principal"
+                )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -182,11 +277,13 @@ class ReplayStore:
         with self._lock:
             return str(self._connection().execute("PRAGMA journal_mode").fetchone()[0])
 
-    def claim(self, nonce: str, expires_at: float) -> bool:
-        """Spend `nonce`: True for the first caller ever, False if it was already spent.
+    def claim(self, nonce: str, expires_at: float, principal: str = "") -> bool:
+        """Spend `nonce` for `principal`: True for the first caller ever, False if it was
+        already spent.
 
-        Raises ValueError for a malformed nonce or expiry, ReplayStoreFull when full of live
-        nonces, sqlite3.Error on storage failure (never claimed in either case).
+        Raises ValueError for a malformed nonce or expiry, PrincipalQuotaFull when `principal`
+        holds `per_principal` live nonces, ReplayStoreFull when the store is full of them,
+        sqlite3.Error on storage failure (never claimed in any of these cases).
         """
         if not (isinstance(nonce, str) and _NONCE_RE.fullmatch(nonce)):
             raise ValueError("nonce must be 32 lowercase hex characters")
@@ -198,35 +295,44 @@ class ReplayStore:
             now = float(self._clock())
             conn.execute("BEGIN IMMEDIATE")
             try:
-                won = self._claim_locked(conn, nonce, keep_until, now)
+                won = self._claim_locked(conn, nonce, keep_until, now, principal)
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
-        if won is None:
+        if won == "quota":
+            raise PrincipalQuotaFull(
+                f"this principal holds {self._per_principal} unexpired confirmations"
+            )
+        if won is None or not isinstance(won, bool):
             raise ReplayStoreFull(f"replay store holds {self._max_rows} unexpired nonces")
         return won
 
     def _claim_locked(
-        self, conn: sqlite3.Connection, nonce: str, keep_until: float, now: float
-    ) -> bool | None:
+        self, conn: sqlite3.Connection, nonce: str, keep_until: float, now: float, principal: str
+    ) -> bool | str | None:
         """Inside the write transaction: prune a bounded batch, then insert unless the nonce is
-        there already or the table is full (one statement); None when full."""
+        there already, the principal is at its quota or the table is full (one statement);
+        "quota" or None when refused for one of the last two."""
         conn.execute(
             "DELETE FROM spent_nonce WHERE nonce IN (SELECT nonce FROM spent_nonce"
             " WHERE keep_until < ? ORDER BY keep_until LIMIT ?)",
             (now, self._prune_batch),
         )
         inserted = conn.execute(
-            "INSERT INTO spent_nonce (nonce, keep_until) SELECT ?, ?"
+            "INSERT INTO spent_nonce (nonce, keep_until, principal) SELECT ?, ?, ?"
             " WHERE (SELECT n FROM spent_count WHERE id = 1) < ?"
+            " AND coalesce((SELECT n FROM spent_by WHERE principal = ?), 0) < ?"
             " ON CONFLICT (nonce) DO NOTHING",
-            (nonce, keep_until, self._max_rows),
+            (nonce, keep_until, principal, self._max_rows, principal, self._per_principal),
         ).rowcount
         if inserted == 1:
             return True
         if conn.execute("SELECT 1 FROM spent_nonce WHERE nonce = ?", (nonce,)).fetchone():
             return False
+        held = conn.execute("SELECT n FROM spent_by WHERE principal = ?", (principal,)).fetchone()
+        if held is not None and held[0] >= self._per_principal:
+            return "quota"
         return None
 
     def is_spent(self, nonce: str) -> bool:

@@ -13,14 +13,21 @@ import errno
 
 __all__ = [
     "AccessDenied",
+    "Busy",
+    "DeviceError",
     "Escape",
     "FsError",
     "Hardlinked",
     "IdentityChanged",
     "InvalidPath",
+    "NoSpace",
     "NotRegular",
     "NoteExists",
     "NoteNotFound",
+    "OutOfFiles",
+    "QuotaExceeded",
+    "ReadOnlyFilesystem",
+    "ResourceError",
     "SymlinkRefused",
     "TooLarge",
     "error_for_errno",
@@ -107,15 +114,49 @@ _BY_ERRNO: dict[int, type[FsError]] = {
     errno.EPERM: AccessDenied,
 }
 
-_GENERIC: dict[int, str] = {
-    errno.EAGAIN: "workspace busy, try again",
-    errno.ENOSPC: "no space left",
-    errno.EDQUOT: "quota exceeded",
-    errno.EROFS: "read-only filesystem",
-    errno.EBUSY: "file busy",
-    errno.EMFILE: "too many open files",
-    errno.ENFILE: "too many open files",
+
+
+class ResourceError(FsError):
+    """The machine, not the request: the disk or a quota ran out, the filesystem is read-only, a
+    device failed. Its message is safe to show (it says nothing about any path)."""
+
+
+class NoSpace(ResourceError):
+    message = "no space left on the disk"
+
+
+class QuotaExceeded(ResourceError):
+    message = "disk quota exceeded"
+
+
+class ReadOnlyFilesystem(ResourceError):
+    message = "the filesystem is read-only"
+
+
+class DeviceError(ResourceError):
+    message = "input/output error"
+
+
+class OutOfFiles(ResourceError):
+    message = "too many open files"
+
+
+class Busy(ResourceError):
+    message = "busy, try again"
+
+
+_RESOURCE: dict[int, type[ResourceError]] = {
+    errno.ENOSPC: NoSpace,
+    errno.EDQUOT: QuotaExceeded,
+    errno.EROFS: ReadOnlyFilesystem,
+    errno.EIO: DeviceError,
+    errno.EMFILE: OutOfFiles,
+    errno.ENFILE: OutOfFiles,
+    errno.EAGAIN: Busy,
+    errno.EBUSY: Busy,
 }
+#: Errors a worker reports by errno that are passed on as the ResourceError they are.
+RESOURCE_ERRNOS = frozenset(_RESOURCE)
 
 
 def error_for_errno(code: int | None) -> FsError:
@@ -125,4 +166,7 @@ def error_for_errno(code: int | None) -> FsError:
     cls = _BY_ERRNO.get(code)
     if cls is not None:
         return cls()
-    return FsError(_GENERIC.get(code))
+    resource = _RESOURCE.get(code)
+    if resource is not None:
+        return resource()
+    return FsError()

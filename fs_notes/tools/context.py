@@ -40,6 +40,7 @@ from ..fs import (
     SymlinkRefused,
     TooLarge,
 )
+from ..fs.errors import ResourceError
 from ..lexical import LexicalError, NoteId, WorkspacePath, validate_folder, validate_note_id
 from ..policy import AccessDenied, Operation, Policy, Principal, Workspace
 from ..protocol.cancel import checkpoint
@@ -144,6 +145,8 @@ def fs_message(exc: FsError, raw_id: str) -> str:
         return f"refused: {note_id} changed since it was read; nothing was done"
     if isinstance(exc, InvalidPath):
         return f"invalid note id: {note_id}"
+    if isinstance(exc, ResourceError):
+        return f"the operation on {note_id} failed: {exc.message}; nothing was changed"
     return f"the operation on {note_id} failed"
 
 

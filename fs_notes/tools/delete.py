@@ -37,7 +37,7 @@ from ..confirm.flow import (
     decide,
     input_request,
 )
-from ..confirm.replay import ReplayStore, ReplayStoreFull
+from ..confirm.replay import PrincipalQuotaFull, ReplayStore, ReplayStoreFull
 from ..confirm.state import WIRE_MESSAGE, StateRejected, StateSealer, StateTooLarge
 from ..fs import FsError, Identity
 from ..lexical import LexicalError
@@ -163,13 +163,40 @@ class DeleteTool:
     def _audit(
         self, call: Call, ws: str, note_id: str | None, outcome: str, reason: str | None = None
     ) -> None:
-        self.audit.record(
-            principal=call.principal.name,
-            workspace=ws,
-            note_id=note_id,
-            outcome=outcome,
-            reason=reason,
-        )
+        """Record a decision before acting on it (or refusing); ToolFailure if the audit log
+        cannot take it (a full disk, an I/O error): nothing is deleted then."""
+        try:
+            self.audit.record(
+                principal=call.principal.name,
+                workspace=ws,
+                note_id=note_id,
+                outcome=outcome,
+                reason=reason,
+            )
+        except OSError as exc:
+            log.error("the audit log cannot be written (%s): nothing was deleted", exc)
+            raise ToolFailure(
+                "the audit log cannot be written, so nothing was deleted; try again later"
+            ) from None
+
+    def _audit_quietly(
+        self, call: Call, ws: str, note_id: str, outcome: str, reason: str | None = None
+    ) -> None:
+        """Record what already happened; a log that cannot take it is an error in our log (the
+        `confirmed` record before it stands), never a wrong answer to the client."""
+        try:
+            self.audit.record(
+                principal=call.principal.name,
+                workspace=ws,
+                note_id=note_id,
+                outcome=outcome,
+                reason=reason,
+            )
+        except OSError as exc:
+            log.error(
+                "the audit log cannot be written (%s): outcome %s of %s not recorded",
+                exc, outcome, shown_id(note_id, 300),
+            )  # fmt: skip
 
     def _open(self, call: Call, uri: str) -> Opened:
         try:
@@ -228,7 +255,7 @@ class DeleteTool:
             self._audit(call, name, None, "state-refused", "state")
             raise _refuse_state(exc.reason) from None
         except ResponseMissing:  # asked again, the same form under the same (unspent) state
-            if self.replay.is_spent(str(payload["nonce"])):
+            if self._spent(call, name, str(payload["nonce"])):
                 self._audit(call, name, None, "replay-refused")
                 raise _refuse_state("nonce already spent") from None
             # The sealed candidates, each with its title as found now (titles are not sealed).
@@ -243,7 +270,7 @@ class DeleteTool:
         except ResponseInvalid as exc:
             raise ProtocolError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         nonce, expires = str(payload["nonce"]), float(payload["exp"])
-        if self.replay.is_spent(nonce):  # a clear answer early; the atomic claim comes later
+        if self._spent(call, name, nonce):  # a clear answer early; the atomic claim comes later
             self._audit(call, name, None, "replay-refused")
             raise _refuse_state("nonce already spent")
         if isinstance(outcome, Decision.Cancelled):
@@ -261,9 +288,26 @@ class DeleteTool:
             )
         return self._delete(call, name, ws, outcome, nonce, expires)
 
+    def _spent(self, call: Call, ws: str, nonce: str) -> bool:
+        try:
+            return self.replay.is_spent(nonce)
+        except sqlite3.Error as exc:
+            log.error("replay store could not be read: %s", exc)
+            self._audit(call, ws, None, "delete-failed", "replay-store")
+            raise ToolFailure(
+                "the confirmation could not be checked; nothing was deleted"
+            ) from None
+
     def _claim(self, call: Call, ws: str, note_id: str | None, nonce: str, expires: float) -> None:
         try:
-            won = self.replay.claim(nonce, expires)
+            won = self.replay.claim(nonce, expires, call.principal.name)
+        except PrincipalQuotaFull as exc:
+            log.warning("replay store refused a claim of %s: %s", shown(call.principal.name), exc)
+            self._audit(call, ws, note_id, "delete-failed", "quota")
+            raise ToolFailure(
+                "you have too many confirmations recorded at once; nothing was deleted. "
+                "Try again once earlier ones have expired"
+            ) from None
         except (ReplayStoreFull, sqlite3.Error) as exc:
             log.error("replay store refused a claim: %s", exc)
             self._audit(call, ws, note_id, "delete-failed", "replay-store")
@@ -293,17 +337,18 @@ class DeleteTool:
             raise ToolFailure(
                 f"{shown_id(note_id, 300)} changed since the form was shown; nothing was deleted"
             )
+        self._audit(call, name, note_id, "confirmed")  # no deletion without its record first
         self._claim(call, name, note_id, nonce, expires)
         try:
             self.deleter.delete(name, note_id, expected)
         except FsError as exc:
-            self._audit(call, name, note_id, "delete-failed", _code(exc))
+            self._audit_quietly(call, name, note_id, "delete-failed", _code(exc))
             raise ToolFailure(
                 fs_message(exc, note_id)
                 + "; nothing was deleted. Start over with a new notes_delete call."
             ) from None
         self.env.cache.forget(name, note_id)
-        self._audit(call, name, note_id, "deleted")
+        self._audit_quietly(call, name, note_id, "deleted")
         return _complete(
             f"Deleted {shown_id(note_id, 300)}.", {"deleted": note_id, "outcome": "deleted"}
         )
