@@ -71,4 +71,7 @@ def build_methods(
 def build_dispatcher(methods: dict[str, Method]) -> Dispatcher:
     from concurrent.futures import ThreadPoolExecutor
 
-    return Dispatcher(methods, ThreadPoolExecutor(max_workers=8, thread_name_prefix="fs-notes"))
+    from .limits import EXECUTOR_THREADS
+
+    pool = ThreadPoolExecutor(max_workers=EXECUTOR_THREADS, thread_name_prefix="fs-notes")
+    return Dispatcher(methods, pool)

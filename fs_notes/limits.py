@@ -9,7 +9,8 @@ reached it a clear error, and nobody else anything:
 - `request_timeout`: seconds a connection has to deliver a request's headers and body
   (slowloris); `keep_alive_timeout`: seconds an idle keep-alive connection is kept.
 - `requests_per_principal`: requests of one principal being answered at once, per transport
-  (HTTP: 429 beyond it; transport/http.py).
+  (HTTP: 429 beyond it; transport/http.py); of those, at most `EXECUTING_PER_PRINCIPAL` hold an
+  executor thread at a time.
 - `sessions_per_principal`: legacy (2025-11-25) HTTP sessions one principal holds
   (legacy/sessions.py): one more ends that principal's own least recently used idle one.
 - `nonces_per_principal`: unexpired spent confirmation nonces one principal holds in the replay
@@ -23,6 +24,11 @@ from dataclasses import dataclass
 
 #: Descriptors kept free for workers, notes and databases under a full connection table.
 FD_RESERVE = 128
+#: Threads that answer requests touching the disk (app.py), and how many of them one principal's
+#: requests may hold at once over HTTP (the rest of its requests wait their turn, not threads):
+#: a principal within its in-flight bound still cannot take every thread from the others.
+EXECUTOR_THREADS = 8
+EXECUTING_PER_PRINCIPAL = EXECUTOR_THREADS // 2
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,10 @@ def open_confirm_parts(args: argparse.Namespace, policy: Policy | None = None) -
     """The sealer, replay store and audit log. Without --state-key-file the key ring is kept
     beside the replay database (made there, 0600, on first start), so that a confirmation in
     flight survives a restart; an in-memory replay database gets a key that dies with us."""
-    path = args.replay_db or default_replay_path()
+    try:
+        path = args.replay_db or default_replay_path()
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"the default state folder: {exc} (or pass --replay-db)") from None
     try:
         if path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)

@@ -346,14 +346,17 @@ def _switch(base: str) -> None:
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _relay(child: int) -> None:
+def _relay(child: int, alive: int) -> None:
     """The process that started the view: pass signals on to `child` (the server, now the first
-    process of its own PID namespace), wait for it and exit as it did. Never returns."""
+    process of its own PID namespace), wait for it and exit as it did; hold `alive` open until
+    then (the child's check that its parent is there). Never returns."""
     try:
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1):  # the client must see the server's end of stdio close, not ours
             os.dup2(null, fd)
-        os.closerange(3, 1 << 20)  # the workspaces, databases and sockets are the child's now
+        # The workspaces, databases and sockets are the child's now.
+        os.closerange(3, alive)
+        os.closerange(alive + 1, 1 << 20)
         for sig in _RELAYED:
             signal.signal(sig, lambda number, _frame: os.kill(child, number))
         while True:
@@ -375,9 +378,23 @@ def _become_first_process() -> None:
     the child returns, as the namespace's first process; the parent relays (`_relay`)."""
     sys.stdout.flush()
     sys.stderr.flush()
+    alive_r, alive_w = os.pipe()  # the parent holds the write end until it dies
     child = os.fork()
     if child:
-        _relay(child)
+        os.close(alive_r)
+        _relay(child, alive_w)
+    os.close(alive_w)
+    # Killed with the relay: the started process is the one a supervisor (or a test) kills.
+    from fs_notes.sandbox.process import PR_SET_PDEATHSIG, prctl
+
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.set_blocking(alive_r, False)
+    try:
+        if os.read(alive_r, 1) == b"":  # the relay died before the line above: go too
+            os._exit(70)
+    except BlockingIOError:
+        pass
+    os.close(alive_r)
     # The first process of a PID namespace gets no signal it has no handler for: the server
     # still stops on SIGTERM (uvicorn installs its own handler later).
     signal.signal(signal.SIGTERM, lambda number, _frame: sys.exit(128 + number))

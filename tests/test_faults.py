@@ -288,3 +288,64 @@ def test_a_replay_database_on_fuse_is_refused_at_start_up(tmp_path: Path) -> Non
         "twice); use a local folder\n"
     )
     assert list(source.iterdir()) == []  # nothing was created there
+
+
+def test_state_files_that_are_not_regular_files_stop_the_start_without_hanging(
+    tmp_path: Path,
+) -> None:
+    # A reviewer's findings: a FIFO as the audit log hung the whole server once its buffer
+    # filled; a FIFO as the key file hung the start for ever.
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    db = str(tmp_path / "state" / "r.db")
+    audit = _start(str(ws), "--replay-db", db, "--audit-log", str(fifo))
+    assert audit.returncode == 2
+    assert audit.stderr == f"fs-notes: the audit log {fifo}: it is not a regular file\n"
+    key = _start(str(ws), "--replay-db", db, "--state-key-file", str(fifo))
+    assert key.returncode == 2
+    says = f"fs-notes: --state-key-file {fifo}: state key file is not a regular file\n"
+    assert key.stderr == says
+    device = _start(str(ws), "--replay-db", db, "--audit-log", "/dev/zero")
+    assert device.returncode == 2 and "not a regular file" in device.stderr
+
+
+def test_a_full_disk_never_leaves_half_an_audit_record(tiny: Path, tmp_path: Path) -> None:
+    from fs_notes.confirm.audit import AuditLog
+
+    log = AuditLog(tiny / "audit.jsonl")
+    try:
+        log.record(principal="p", workspace="w", note_id="n.md", outcome="declined")
+        before = (tiny / "audit.jsonl").read_bytes()
+        _fill(tiny)
+        with pytest.raises(OSError):
+            for _ in range(1000):  # the filler left at most a few bytes: one record tears
+                log.record(principal="p" * 400, workspace="w", note_id="n.md", outcome="deleted")
+    finally:
+        log.close()
+    after = (tiny / "audit.jsonl").read_bytes()
+    assert after.endswith(b"\n") and after.startswith(before)
+    (tiny / ".filler").unlink()
+    AuditLog(tiny / "audit.jsonl").close()  # it opens again: no torn last line
+
+
+def test_a_replay_database_reached_through_a_symlink_into_fuse_is_refused(
+    tmp_path: Path,
+) -> None:
+    _need_root()
+    source, mounted = tmp_path / "src", tmp_path / "fuse"
+    source.mkdir()
+    mounted.mkdir()
+    link = tmp_path / "replay.db"
+    link.symlink_to(mounted / "replay.db")
+    subprocess.run(["bindfs", str(source), str(mounted)], check=True)
+    try:
+        ws = tmp_path / "notes"
+        ws.mkdir()
+        refused = _start(str(ws), "--replay-db", str(link))
+    finally:
+        subprocess.run(["umount", str(mounted)], check=False)
+    assert refused.returncode == 2
+    assert "it is on a FUSE filesystem" in refused.stderr
+    assert list(source.iterdir()) == []

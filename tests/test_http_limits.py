@@ -153,3 +153,25 @@ def test_one_principal_with_every_slot_in_flight_does_not_delay_another(
             s.close()
     time.sleep(0.3)
     assert _create(server, 3).get("isError") is not True  # Alice's slots are hers again
+
+
+def test_refused_requests_cannot_be_pipelined_to_stall_a_connection(server: HttpServer) -> None:
+    # A reviewer's finding: unauthenticated POSTs pipelined on connections that never read kept
+    # every slot busy, out of reach of eviction. A refusal now closes its connection.
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+    ).encode()
+    (s,) = _open(server.port, 1, request * 50)
+    try:
+        s.settimeout(10)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    finally:
+        s.close()
+    assert got.count(b"HTTP/1.1 401") == 1  # one answer, then the connection is closed
+    assert b"connection: close" in got.lower()

@@ -270,3 +270,34 @@ def test_serve_closes_every_fd_it_inherited(tmp_path: Path) -> None:
             assert server.returncode == 0
     finally:
         os.close(fd)
+
+
+def test_killing_the_started_process_kills_the_server_in_its_pid_namespace(
+    tmp_path: Path,
+) -> None:
+    # A reviewer's finding: SIGKILL of the pid a supervisor started left the server (its child
+    # in the view's PID namespace) running, holding the port.
+    import psutil
+
+    _need_view()
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    server = subprocess.Popen([sys.executable, "-m", "fs_notes", "serve", str(notes)],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, cwd=REPO, env=child_env())  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        inner: list[psutil.Process] = []
+        while not inner and time.monotonic() < deadline:
+            inner = psutil.Process(server.pid).children()
+            time.sleep(0.05)
+        assert inner  # positive control: the server runs beneath the started process
+        server.kill()
+        server.wait(10)
+        _, alive = psutil.wait_procs(inner, timeout=5)
+        assert alive == [], alive
+    finally:
+        if server.poll() is None:
+            server.kill()
+        assert server.stdin is not None
+        server.stdin.close()

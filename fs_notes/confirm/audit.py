@@ -1,12 +1,13 @@
 """The audit trail of destructive decisions: one JSON object per line.
 
-Guarantees: each record is one ``write()`` of one complete line to a file opened with
-O_APPEND|O_CLOEXEC (created 0600), so concurrent writers (threads, processes) never interleave
-within a line on a local filesystem; control characters are escaped, so a record is always exactly
-one line. A record holds only: time (ISO-8601 UTC), principal, workspace, note_id, outcome (a
-fixed vocabulary) and an optional reason code (``[a-z0-9-]``). There is no field for note content,
-secrets, tokens or the requestState, and a reason is a code, not free text. Long strings are cut
-at `MAX_FIELD_CHARS`.
+Guarantees: each record is one ``write()`` of one complete line to a regular file opened with
+O_APPEND|O_CLOEXEC (created 0600; a FIFO or a device is refused), cut back to its old size if
+the write fails or is short (a full disk never leaves half a line); concurrent writers (threads,
+processes) never interleave within a line on a local filesystem; control characters are escaped,
+so a record is always exactly one line. A record holds only: time (ISO-8601 UTC), principal,
+workspace, note_id, outcome (a fixed vocabulary) and an optional reason code (``[a-z0-9-]``).
+There is no field for note content, secrets, tokens or the requestState, and a reason is a code,
+not free text. Long strings are cut at `MAX_FIELD_CHARS`.
 
 Not guaranteed: durability across a power loss (no fsync per line), tamper-evidence (anyone who
 can write the file can edit it), or that every decision is recorded (the caller calls `record`).
@@ -17,10 +18,12 @@ to a trail it cannot vouch for.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -103,9 +106,14 @@ class AuditLog:
         self._path = None if path is None else os.fspath(path)
         if self._path is not None:
             self._fd = os.open(
-                self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+                self._path,
+                os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK,
+                0o600,
             )
             try:
+                if not stat.S_ISREG(os.fstat(self._fd).st_mode):  # a FIFO would block us all
+                    raise AuditLogDamaged("it is not a regular file")
+                os.set_blocking(self._fd, True)
                 _check_tail(self._fd)
             except BaseException:
                 os.close(self._fd)
@@ -148,9 +156,17 @@ class AuditLog:
                 audit_logger.info("%s", line)
                 return
             data = (line + "\n").encode("ascii")
-            written = os.write(self._fd, data)
-        if written != len(data):
-            raise OSError(f"audit line written partially ({written} of {len(data)} bytes)")
+            size = os.fstat(self._fd).st_size
+            try:
+                written = os.write(self._fd, data)
+                if written != len(data):
+                    raise OSError(f"audit line written partially ({written} of {len(data)} bytes)")
+            except OSError:
+                # A torn line would make the log refuse the next start and glue the next
+                # record onto it: cut back to where this record began.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, size)
+                raise
 
     def close(self) -> None:
         with self._lock:

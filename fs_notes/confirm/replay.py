@@ -216,8 +216,10 @@ class ReplayStore:
 
     def _connect(self) -> sqlite3.Connection:
         if self._path != ":memory:":
+            # Where the file really is: a symbolic link (to it, or on the way) must not hide
+            # a network filesystem.
             kind = NETWORK_FILESYSTEMS.get(
-                filesystem_type(os.path.dirname(os.path.abspath(self._path)))
+                filesystem_type(os.path.dirname(os.path.realpath(self._path)))
             )
             if kind is not None:
                 raise UnsafeLocation(

@@ -219,8 +219,8 @@ class KeyRing:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> KeyRing:
         """Read a key file (format in the module docstring); raises KeyFileError."""
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
+        try:  # O_NONBLOCK: a FIFO in its place must not hang the start
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)
         except OSError as exc:
             raise KeyFileError(f"cannot open state key file: {exc.strerror}") from None
         try:

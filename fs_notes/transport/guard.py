@@ -12,6 +12,11 @@ Guarantees, for the server `run` starts (transport/http.py):
   to deliver a request's headers and whole body; then it is closed, whatever it sent. A
   response being streamed is not cut: the clock stops once the request is in.
 - An idle keep-alive connection is closed after `limits.keep_alive_timeout` (uvicorn's own timer).
+- A client that stops reading its answers (the send buffer is full) has `limits.request_timeout`
+  seconds to read on; then the connection is closed, and the answer with it. So a connection
+  cannot be held busy, out of reach of eviction, by never reading (pipelined requests whose
+  answers pile up, a large answer read slowly). Refusals at the edge close their connection
+  (`Connection: close`, transport/http.py), so refused requests cannot be pipelined at all.
 - The refusals are logged at most once per `LOG_EVERY` seconds each, with a count.
 
 Does not: tell authenticated from unauthenticated connections (it runs before any header is
@@ -56,6 +61,7 @@ def protocol_class(limits: Limits, max_connections: int) -> type[H11Protocol]:
     full = _Counter(f"connection refused: {max_connections} connections are busy")
     evicted = _Counter(f"connection closed to make room: {max_connections} connections are open")
     slow = _Counter(f"connection closed: no whole request within {limits.request_timeout:g} s")
+    stalled = _Counter(f"connection closed: its answers unread for {limits.request_timeout:g} s")
 
     class GuardedProtocol(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
@@ -119,8 +125,29 @@ def protocol_class(limits: Limits, max_connections: int) -> type[H11Protocol]:
             self._since = self.loop.time()
             self._disarm()
 
+        _stalled: asyncio.TimerHandle | None = None
+
+        def pause_writing(self) -> None:  # the client does not read what we send
+            super().pause_writing()
+            if self._stalled is None:
+                self._stalled = self.loop.call_later(limits.request_timeout, self._unread)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self._stalled is not None:
+                self._stalled.cancel()
+                self._stalled = None
+
+        def _unread(self) -> None:
+            self._stalled = None
+            stalled.hit()
+            self.transport.abort()
+
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._stalled is not None:
+                self._stalled.cancel()
+                self._stalled = None
             super().connection_lost(exc)
 
     return GuardedProtocol

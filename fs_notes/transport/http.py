@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 from starlette.routing import Route
@@ -31,7 +32,7 @@ from starlette.routing import Route
 from ..legacy import ClientResponse, LegacyAdapter, read_message
 from ..legacy.http import HttpLegacy
 from ..legacy.sessions import SessionTable
-from ..limits import Limits
+from ..limits import EXECUTING_PER_PRINCIPAL, Limits
 from ..protocol.cancel import Token
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import EnvelopeError, Request, dumps, error_response, parse
@@ -51,7 +52,11 @@ def _json(status: int, message: dict[str, Any], headers: dict[str, str] | None =
 def _plain_error(
     status: int, code: int, text: str, headers: dict[str, str] | None = None
 ) -> Response:
-    return _json(status, error_response(None, ProtocolError(code, text)), headers)
+    """An error answered at the edge (before or instead of any work). The connection is closed
+    after it (`Connection: close`), so nobody can pipeline refused requests on one connection
+    and stall it by never reading the answers (transport/guard.py)."""
+    closing = {**(headers or {}), "Connection": "close"}
+    return _json(status, error_response(None, ProtocolError(code, text)), closing)
 
 
 def _bearer(header: str | None) -> str | None:
@@ -76,6 +81,7 @@ def build_app(
     origins = frozenset(allowed_origins)
     per_principal = (limits or Limits()).requests_per_principal
     in_flight: dict[str, int] = {}
+    executing: dict[str, asyncio.Semaphore] = {}
     # Clients that open with `initialize` get legacy sessions (fs_notes/legacy/http.py).
     table = SessionTable(per_principal=(limits or Limits()).sessions_per_principal)
     sessions = legacy if legacy is not None else HttpLegacy(LegacyAdapter(dispatcher), table)
@@ -84,7 +90,7 @@ def build_app(
     async def endpoint(request: HttpRequest) -> Response:
         ending = request.method == "DELETE" and "mcp-session-id" in request.headers
         if request.method != "POST" and not ending:
-            return Response(status_code=405, headers={"Allow": "POST"})
+            return Response(status_code=405, headers={"Allow": "POST", "Connection": "close"})
         origin = request.headers.get("origin")
         if origin is not None and origin not in origins:
             log.warning("refused foreign Origin %r", origin[:200])
@@ -125,10 +131,13 @@ def build_app(
         if declared is not None and (not declared.isdigit() or int(declared) > max_body):
             return _plain_error(413, INVALID_REQUEST, "Request body too large")
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > max_body:
-                return _plain_error(413, INVALID_REQUEST, "Request body too large")
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > max_body:
+                    return _plain_error(413, INVALID_REQUEST, "Request body too large")
+        except ClientDisconnect:  # the client went away mid-body: nobody to answer
+            return Response(status_code=400, headers={"Connection": "close"})
         claimed = sessions.claims(request.headers)
         try:
             msg = read_message(bytes(body)) if claimed else parse(bytes(body))
@@ -142,7 +151,9 @@ def build_app(
             except ProtocolError as err:
                 return _json(400, error_response(msg.id, err))
         if isinstance(msg, Request):
-            response = await _unless_disconnected(request, dispatcher, msg, principal)
+            turn = executing.setdefault(principal.name, asyncio.Semaphore(EXECUTING_PER_PRINCIPAL))
+            async with turn:  # a principal's share of the executor threads (limits.py)
+                response = await _unless_disconnected(request, dispatcher, msg, principal)
         else:
             response = await dispatcher.handle_async(msg, principal, "http")
         if response is None:
@@ -226,6 +237,35 @@ def split_host(value: str) -> tuple[str, int | None]:
     return name, int(rest[1:])
 
 
+class RateLimit(logging.Filter):
+    """At most `per_second` records a second from a logger a client can make talk (uvicorn's
+    'Invalid HTTP request received.'): a flood of bad requests cannot flood the log; the number
+    left out is said with the next record let through."""
+
+    def __init__(self, per_second: int = 10) -> None:
+        super().__init__()
+        self.per_second = per_second
+        self.window = 0
+        self.count = 0
+        self.dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import time
+
+        now = int(time.monotonic())
+        if now != self.window:
+            self.window, self.count = now, 0
+        self.count += 1
+        if self.count > self.per_second:
+            self.dropped += 1
+            return False
+        if self.dropped:
+            record.msg = f"{record.getMessage()} ({self.dropped} more like it not logged)"
+            record.args = None
+            self.dropped = 0
+        return True
+
+
 def loopback_hosts(port: int) -> list[str]:
     """The loopback names on the listening port (a browser omits :80 for port 80)."""
     names = ["127.0.0.1", "localhost", "[::1]"]
@@ -259,10 +299,13 @@ def run(
         host=host.strip("[]"),
         port=port,
         log_level="warning",
+        log_config=None,  # uvicorn's records go through our one-line formatter (logline.py)
         access_log=False,
         lifespan="off",
         **config_options(limits, bound),
     )
+    logging.getLogger("uvicorn.error").addFilter(RateLimit())
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     server = uvicorn.Server(config)
     sockets = [sock] if sock is not None else None
     if on_started is not None:
