@@ -160,11 +160,10 @@ class DeleteTool:
             handler=guarded(self.run),
         )
 
-    def _audit(
-        self, call: Call, ws: str, note_id: str | None, outcome: str, reason: str | None = None
-    ) -> None:
-        """Record a decision before acting on it (or refusing); ToolFailure if the audit log
-        cannot take it (a full disk, an I/O error): nothing is deleted then."""
+    def _record(
+        self, call: Call, ws: str, note_id: str | None, outcome: str, reason: str | None
+    ) -> OSError | None:
+        """Write one audit record; the OSError if the log could not take it."""
         try:
             self.audit.record(
                 principal=call.principal.name,
@@ -174,28 +173,31 @@ class DeleteTool:
                 reason=reason,
             )
         except OSError as exc:
-            log.error("the audit log cannot be written (%s): nothing was deleted", exc)
+            return exc
+        return None
+
+    def _audit(
+        self, call: Call, ws: str, note_id: str | None, outcome: str, reason: str | None = None
+    ) -> None:
+        """Record a decision before acting on it (or refusing); ToolFailure if the audit log
+        cannot take it (a full disk, an I/O error): nothing is deleted then."""
+        failed = self._record(call, ws, note_id, outcome, reason)
+        if failed is not None:
+            log.error("the audit log cannot be written (%s): nothing was deleted", failed)
             raise ToolFailure(
                 "the audit log cannot be written, so nothing was deleted; try again later"
-            ) from None
+            )
 
     def _audit_quietly(
         self, call: Call, ws: str, note_id: str, outcome: str, reason: str | None = None
     ) -> None:
         """Record what already happened; a log that cannot take it is an error in our log (the
         `confirmed` record before it stands), never a wrong answer to the client."""
-        try:
-            self.audit.record(
-                principal=call.principal.name,
-                workspace=ws,
-                note_id=note_id,
-                outcome=outcome,
-                reason=reason,
-            )
-        except OSError as exc:
+        failed = self._record(call, ws, note_id, outcome, reason)
+        if failed is not None:
             log.error(
                 "the audit log cannot be written (%s): outcome %s of %s not recorded",
-                exc, outcome, shown_id(note_id, 300),
+                failed, outcome, shown_id(note_id, 300),
             )  # fmt: skip
 
     def _open(self, call: Call, uri: str) -> Opened:
