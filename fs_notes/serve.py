@@ -192,7 +192,9 @@ def build_server(
     from .tools.delete import DeleteTool, DirectDeleter
     from .tools.summarize import SummarizeTool
 
-    env = NotesEnv(policy, roots, ids)
+    replay = confirm.replay.path
+    index_dir = None if replay == ":memory:" else os.path.dirname(os.path.abspath(replay))
+    env = NotesEnv(policy, roots, ids, index_dir)
     delete = DeleteTool(
         env, confirm.sealer, confirm.replay, confirm.audit, deleter or DirectDeleter(env)
     )

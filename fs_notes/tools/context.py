@@ -19,6 +19,7 @@ note ids and folders are checked before they reach a root (default: `fs_notes.le
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -47,6 +48,7 @@ from ..protocol.cancel import checkpoint
 from ..protocol.dispatch import Call
 from ..protocol.models import tool_error
 from ..render import shown, shown_id
+from ..search.index import NoteIndex
 from .notecache import NoteCache
 
 log = logging.getLogger("fs_notes.tools")
@@ -153,11 +155,20 @@ def fs_message(exc: FsError, raw_id: str) -> str:
 class NotesEnv:
     """Per-server state shared by the tools: policy, root handles (opened once), caches."""
 
-    def __init__(self, policy: Policy, roots: WorkspaceRoots, ids: IdRules | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        roots: WorkspaceRoots,
+        ids: IdRules | None = None,
+        index_dir: str | None = None,
+    ) -> None:
         self.policy = policy
         self.roots = roots
         self.ids = ids if ids is not None else IdRules()
         self.cache = NoteCache()
+        self._index_dir = index_dir  # the state folder (the replay database's); None: in memory
+        self._indexes: dict[str, NoteIndex] = {}
+        self._indexes_lock = threading.Lock()
         self._logged_skips: set[tuple[str, str]] = set()
         self._skips_lock = threading.Lock()
         self._verdicts: dict[str, str | None] = {}
@@ -215,6 +226,20 @@ class NotesEnv:
             shown_id(note_id, 300),
             reason,
         )
+
+    def index(self, ws: Opened) -> NoteIndex:
+        """The full-text index of `ws` (fs_notes/search/index.py), opened on first use: a file
+        in the state folder named by a digest of the workspace's name and path."""
+        name = ws.workspace.name
+        with self._indexes_lock:
+            index = self._indexes.get(name)
+            if index is None:
+                path = None
+                if self._index_dir is not None:
+                    digest = hashlib.sha256(f"{name}\0{ws.workspace.path}".encode()).hexdigest()
+                    path = os.path.join(self._index_dir, f"search-{digest[:16]}.sqlite3")
+                index = self._indexes[name] = NoteIndex(path)
+            return index
 
     def note_id(self, raw: str) -> str:
         """A client-supplied note id, checked by the id rules (ToolFailure if refused)."""

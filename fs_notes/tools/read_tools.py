@@ -14,6 +14,7 @@ import binascii
 import itertools
 import json
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -197,42 +198,52 @@ def build(env: NotesEnv) -> list[ToolSpec]:
 
     @guarded
     def notes_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        """Ranked full-text search (fs_notes/search/index.py): the index is refreshed from the
+        filesystem layer's listing first, and every hit is checked again through it."""
         ws = env.open(call, args["workspaceUri"], "read")
-        query = args["query"].strip().lower()
+        query = args["query"].strip()
         if not query:
             raise ToolFailure("query must not be blank")
         limit = int(args.get("limit", SEARCH_LIMIT_DEFAULT))
-        title_hits: list[dict[str, str]] = []
-        body_hits: list[dict[str, str]] = []
-        for note_id, st in env.notes(ws):
+        folder = env.folder(args.get("folder", ""))
+        offset = _search_offset(args.get("cursor"))
+        index = env.index(ws)
+
+        def load(note_id: str) -> tuple[str, str] | None:
             try:
-                note = load_note(env, ws, note_id, st)
+                note = load_note(env, ws, note_id, None)
             except FsError:
-                continue
-            in_title = query in note.title.lower()
-            if not in_title and (len(body_hits) >= limit or note.large):
-                continue  # enough body matches (only title matches can still rank higher), or
-                # a note over the read limit, which is found by its title only
+                return None
             if note.large:
-                text = lowered = note.title
-            else:
-                text = note.text if note.text is not None else _reread(ws, note_id)
-                lowered = note.lowered if note.lowered is not None else text.lower()
-            at = lowered.find(query)
-            if not in_title and at < 0:
+                return note.title, ""
+            return note.title, note.text if note.text is not None else _reread(ws, note_id)
+
+        try:  # the whole workspace: a folder narrows the search, not what the index holds
+            index.refresh(_whole(env, ws), load)
+        except FsError as exc:
+            raise ToolFailure(fs_message(exc, "(workspace root)")) from None
+        matches: list[dict[str, Any]] = []
+        hits = index.search(query, limit=limit + 1, offset=offset, folder=folder)
+        for hit in hits[:limit]:
+            try:  # the index is a cache: the filesystem layer has the last word
+                now = _index_key(_key(ws.root.stat_note(hit.id)))
+            except FsError:
+                now = None
+            if now != hit.key:
+                index.forget(hit.id)
                 continue
-            hit = {"id": note_id, "title": note.title, "snippet": _snippet(text, lowered, at)}
-            (title_hits if in_title else body_hits).append(hit)
-            if len(title_hits) >= limit:
-                break
-        matches = (title_hits + body_hits)[:limit]
+            matches.append({"id": hit.id, "title": hit.title, "snippet": hit.snippet,
+                            "score": round(-hit.score, 4)})  # fmt: skip
+        structured: dict[str, Any] = {"matches": matches}
+        if len(hits) > limit:
+            structured["nextCursor"] = str(offset + limit)
         lines = [
             f"- {isolated(shown_id(m['id']))} ({isolated(shown(m['title']))}): "
             f"{isolated(shown(m['snippet']))}"
             for m in matches
         ] or ["(no matches)"]
         return CallToolResult(
-            content=[TextContent(text="\n".join(lines))], structured_content={"matches": matches}
+            content=[TextContent(text="\n".join(lines))], structured_content=structured
         ).wire()
 
     folder_arg = {
@@ -299,21 +310,29 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         ToolSpec(
             name="notes_search",
             title="Search notes",
-            description="Case-insensitive search of note titles and bodies; title matches first, "
-            "each with a snippet.",
+            description="Ranked full-text search of note titles, file names and bodies: a note "
+            "whose title or file name is the query first, then by relevance (any of the words; "
+            '"quoted phrases"; the last word may be unfinished), each with a snippet in which '
+            "the matched words are marked **like this**.",
             properties={
                 "workspaceUri": WORKSPACE_URI,
                 "query": {
                     "type": "string",
                     "minLength": 1,
                     "maxLength": 256,
-                    "description": "Text to look for (case-insensitive)",
+                    "description": "Words to look for (case and accents do not matter)",
                 },
                 "limit": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": SEARCH_LIMIT_MAX,
                     "description": f"Most matches to return (default {SEARCH_LIMIT_DEFAULT})",
+                },
+                "folder": folder_arg,
+                "cursor": {
+                    "type": "string",
+                    "maxLength": 16,
+                    "description": "The nextCursor of an earlier search with the same query",
                 },
             },
             required=("workspaceUri", "query"),
@@ -323,6 +342,28 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             handler=notes_search,
         ),
     ]
+
+
+def _index_key(key: tuple[int, ...]) -> str:
+    return ":".join(map(str, key))
+
+
+def _whole(env: NotesEnv, ws: Opened) -> Iterator[tuple[str, str]]:
+    """The whole workspace's listing as the index wants it (a folder filter narrows the search,
+    not what the index holds)."""
+    for note_id, st in env.notes(ws):
+        yield note_id, _index_key(stat_key(st))
+
+
+MAX_SEARCH_OFFSET = 10_000
+
+
+def _search_offset(cursor: object) -> int:
+    if cursor is None:
+        return 0
+    if not (isinstance(cursor, str) and cursor.isdigit() and int(cursor) <= MAX_SEARCH_OFFSET):
+        raise ToolFailure("invalid cursor: pass the nextCursor of an earlier search")
+    return int(cursor)
 
 
 def _reread(ws: Opened, note_id: str) -> str:
