@@ -31,6 +31,7 @@ TOOLS = {
     "notes_list",
     "notes_read",
     "notes_search",
+    "notes_tags",
     "notes_create",
     "notes_update",
     "notes_delete",

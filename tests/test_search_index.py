@@ -112,3 +112,55 @@ def test_any_query_is_words_for_fts5(query: str) -> None:
     conn.execute("INSERT INTO t VALUES ('x y title secret near')")
     if expression is not None:
         conn.execute("SELECT * FROM t WHERE t MATCH ?", (expression,)).fetchall()  # no error
+
+
+def test_notes_list_newest_first_pages_by_modification_time(server: StdioServer, ws: Path) -> None:
+    # Issue 14: "what changed recently".
+    now = 1_700_000_000
+    for age, note in enumerate(["canvas.md", "cafe.md", "commands/tar.md"]):
+        os.utime(ws / note, (now - age * 60, now - age * 60))
+    for note in ("commands/docker-start.md", "commands/npm-restart.md", "projects/kanban-board.md"):
+        os.utime(ws / note, (now - 3600, now - 3600))
+    pages, cursor, n, first_cursor = [], None, 0, None
+    while True:
+        n += 1
+        args: dict[str, object] = {"workspaceUri": ws.as_uri(), "recent": True, "limit": 2}
+        if cursor is not None:
+            args["cursor"] = cursor
+        listed = server.ask(call_tool(n, "notes_list", args))["result"]["structuredContent"]
+        pages.append([note["id"] for note in listed["notes"]])
+        cursor = listed.get("nextCursor")
+        first_cursor = first_cursor or cursor
+        if cursor is None:
+            break
+    assert pages == [
+        ["canvas.md", "cafe.md"],
+        ["commands/tar.md", "commands/docker-start.md"],
+        ["commands/npm-restart.md", "projects/kanban-board.md"],
+    ]
+    assert first_cursor is not None
+    plain = server.ask(call_tool(99, "notes_list", {"workspaceUri": ws.as_uri(), "limit": 2,
+                                                    "cursor": first_cursor}))  # fmt: skip
+    assert plain["result"]["isError"] is True  # a cursor of one order is refused by the other
+
+
+def test_tags_from_front_matter_and_inline_not_from_code(
+    server: StdioServer, ws: Path, tmp_path: Path
+) -> None:
+    (ws / "projects" / "alpha.md").write_text(
+        "---\ntags: [Project/Alpha, work]\n---\n# Alpha\n\nSee #urgent and #2024 (not a tag).\n"
+        "```\n#not-in-code\n```\nand `#nor-inline-code`, nor a URL http://x/#frag, nor a#b.\n"
+    )
+    (ws / "projects" / "beta.md").write_text("---\ntags: project/beta, WORK\n---\n# Beta\n#work\n")
+    (tmp_path / "outside.md").write_text("#secret-tag\n")
+    (ws / "leak.md").symlink_to(tmp_path / "outside.md")
+    uri = ws.as_uri()
+    counts = server.ask(call_tool(1, "notes_tags", {"workspaceUri": uri}))["result"]
+    tags = {t["tag"].casefold(): t["count"] for t in counts["structuredContent"]["tags"]}
+    assert tags == {"work": 2, "project/alpha": 1, "project/beta": 1, "urgent": 1}
+    assert "secret" not in str(counts)
+    nested = server.ask(call_tool(2, "notes_tags", {"workspaceUri": uri, "tag": "#project"}))
+    ids = [n["id"] for n in nested["result"]["structuredContent"]["notes"]]
+    assert ids == ["projects/alpha.md", "projects/beta.md"]
+    bad = server.ask(call_tool(3, "notes_tags", {"workspaceUri": uri, "tag": "2024"}))["result"]
+    assert bad["isError"] is True

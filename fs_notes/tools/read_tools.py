@@ -118,15 +118,34 @@ def _encode_cursor(after: str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> str:
+def _cursor_value(cursor: str) -> object:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        value = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        return json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
     except (ValueError, binascii.Error, UnicodeError):
         raise ToolFailure("invalid cursor: pass back the nextCursor of a previous page") from None
+
+
+def _decode_cursor(cursor: str) -> str:
+    value = _cursor_value(cursor)
     if not isinstance(value, dict) or not isinstance(value.get("after"), str):
         raise ToolFailure("invalid cursor: pass back the nextCursor of a previous page")
     return str(value["after"])
+
+
+def _encode_recent_cursor(mtime_ns: int, after: str) -> str:
+    raw = json.dumps({"recent": [mtime_ns, after]}, ensure_ascii=False).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_recent_cursor(cursor: str) -> tuple[int, str]:
+    """(modification time, id) of the last note of the previous newest-first page."""
+    value = _cursor_value(cursor)
+    last = value.get("recent") if isinstance(value, dict) else None
+    if not (isinstance(last, list) and len(last) == 2 and isinstance(last[0], int)
+            and not isinstance(last[0], bool) and isinstance(last[1], str)):  # fmt: skip
+        raise ToolFailure("invalid cursor: pass back the nextCursor of a previous page")
+    return int(last[0]), str(last[1])
 
 
 def build(env: NotesEnv) -> list[ToolSpec]:
@@ -135,11 +154,15 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         ws = env.open(call, args["workspaceUri"], "read")
         folder = env.folder(args.get("folder", ""))
         limit = int(args.get("limit", LIST_PAGE_DEFAULT))
-        after = _decode_cursor(args["cursor"]) if "cursor" in args else None
+        recent = args.get("recent") is True
         skipped = Skipped()
-        listing = env.notes(ws, folder, after=after, skipped=skipped)
-        try:  # ids come in order and the walk skips what lies before the cursor: O(page)
-            entries = list(itertools.islice(listing, limit + 1))
+        try:
+            if recent:  # newest first: every note is listed, then sorted (by time, then id)
+                entries = _newest_first(env.notes(ws, folder, skipped=skipped), args, limit)
+            else:  # ids come in order and the walk skips what lies before the cursor: O(page)
+                after = _decode_cursor(args["cursor"]) if "cursor" in args else None
+                listing = env.notes(ws, folder, after=after, skipped=skipped)
+                entries = list(itertools.islice(listing, limit + 1))
         except FsError as exc:
             raise ToolFailure(fs_message(exc, folder or "(workspace root)")) from None
         page, more = entries[:limit], len(entries) > limit
@@ -165,7 +188,12 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             lines.append(line)
         structured: dict[str, Any] = {"notes": notes}
         if more and page:
-            structured["nextCursor"] = _encode_cursor(page[-1][0])
+            last_id, last_st = page[-1]
+            structured["nextCursor"] = (
+                _encode_recent_cursor(last_st.st_mtime_ns, last_id)
+                if recent
+                else _encode_cursor(last_id)
+            )
         if skipped:
             structured["skipped"] = skipped.to_json()
             counts = ", ".join(f"{n} {why}" for why, n in structured["skipped"].items())
@@ -271,6 +299,10 @@ def build(env: NotesEnv) -> list[ToolSpec]:
                     "maximum": LIST_PAGE_MAX,
                     "description": f"Page size (default {LIST_PAGE_DEFAULT})",
                 },
+                "recent": {
+                    "type": "boolean",
+                    "description": "Newest first (by modification time): what changed recently",
+                },
             },
             required=("workspaceUri",),
             read_only=True,
@@ -342,6 +374,17 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             handler=notes_search,
         ),
     ]
+
+
+def _newest_first(
+    listing: Iterator[tuple[str, os.stat_result]], args: dict[str, Any], limit: int
+) -> list[tuple[str, os.stat_result]]:
+    """One newest-first page (and one more entry, if there is one) of `listing`."""
+    ordered = sorted(listing, key=lambda item: (-item[1].st_mtime_ns, item[0]))
+    if "cursor" in args:
+        mtime, after = _decode_recent_cursor(args["cursor"])
+        ordered = [e for e in ordered if (-e[1].st_mtime_ns, e[0]) > (-mtime, after)]
+    return ordered[: limit + 1]
 
 
 def _index_key(key: tuple[int, ...]) -> str:

@@ -60,8 +60,23 @@ def _front_matter_title(block: str) -> tuple[bool, str | None]:
 
 def split_front_matter(text: str) -> tuple[str | None, str]:
     """(the front-matter title if any, the body after the front matter, BOM removed)."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    block, body = front_matter_block(text)
+    if block is None:
+        return None, body
+    is_mapping, title = _front_matter_title(block)
+    if not is_mapping:
+        return None, _without_bom(text)
+    return title, body
+
+
+def _without_bom(text: str) -> str:
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def front_matter_block(text: str) -> tuple[str | None, str]:
+    """(the YAML between the opening and closing ``---`` lines, the body after it), or
+    (None, the whole text) when the note does not open with a closed front-matter block."""
+    text = _without_bom(text)
     if not text.startswith("---"):
         return None, text
     first_end = text.find("\n")
@@ -73,14 +88,24 @@ def split_front_matter(text: str) -> tuple[str | None, str]:
         end = text.find("\n", pos)
         line = text[pos : end if end >= 0 else len(text)]
         if line.rstrip() in ("---", "..."):
-            is_mapping, title = _front_matter_title(text[first_end + 1 : pos])
-            if not is_mapping:
-                return None, text
-            return title, text[end + 1 :] if end >= 0 else ""
+            return text[first_end + 1 : pos], text[end + 1 :] if end >= 0 else ""
         if end < 0:
             break
         pos = end + 1
     return None, text  # never closed (or too long): not front matter
+
+
+def front_matter_node(text: str) -> yaml.MappingNode | None:
+    """The front matter of `text` as a composed YAML mapping (never constructed: no alias is
+    expanded, no type guessed), or None."""
+    block, _ = front_matter_block(text)
+    if block is None:
+        return None
+    try:
+        node = yaml.compose(block, Loader=_Loader)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+    return node if isinstance(node, yaml.MappingNode) else None
 
 
 def first_heading(body: str) -> str | None:
