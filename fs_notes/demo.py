@@ -121,7 +121,7 @@ def demo() -> int:
                 )
             )
             tools = [t["name"] for t in s.call("tools/list", {})["result"]["tools"]]
-            results.append(_show("tools/list", len(tools) == 8, ", ".join(tools)))
+            results.append(_show("tools/list", len(tools) == 9, ", ".join(tools)))
             notes = s.tool("notes_list", workspaceUri=uri)["result"]["structuredContent"]["notes"]
             results.append(
                 _show(

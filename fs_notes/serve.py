@@ -187,7 +187,7 @@ def build_server(
     """The dispatcher and tool state for these roots. `serve` passes the defaults for `ids`
     (the lexical layer); only the escape exercises' knock-out target passes other rules."""
     from .app import build_dispatcher, build_methods
-    from .tools import read_tools, resources, tags, write_tools
+    from .tools import links, read_tools, resources, tags, write_tools
     from .tools.context import NotesEnv
     from .tools.delete import DeleteTool, DirectDeleter
     from .tools.summarize import SummarizeTool
@@ -201,6 +201,7 @@ def build_server(
     tools = (
         read_tools.build(env)
         + tags.build(env)
+        + links.build(env)
         + write_tools.build(env, writer or write_tools.DirectWriter(env))
         + [delete.spec(), SummarizeTool(env, confirm.sealer).spec()]
     )

@@ -32,6 +32,7 @@ TOOLS = {
     "notes_read",
     "notes_search",
     "notes_tags",
+    "notes_links",
     "notes_create",
     "notes_update",
     "notes_delete",

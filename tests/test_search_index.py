@@ -164,3 +164,36 @@ def test_tags_from_front_matter_and_inline_not_from_code(
     assert ids == ["projects/alpha.md", "projects/beta.md"]
     bad = server.ask(call_tool(3, "notes_tags", {"workspaceUri": uri, "tag": "2024"}))["result"]
     assert bad["isError"] is True
+
+
+def test_links_resolve_like_a_vault_and_never_reach_outside(
+    server: StdioServer, ws: Path, tmp_path: Path
+) -> None:
+    (ws / "projects" / "plan.md").write_text(
+        "# Plan\n\nSee [[Board]], [[kanban-board|the board]], [[cafe#Milk]], ![[canvas]],\n"
+        "[tar](../commands/tar.md), [coffee](../cafe.md), [web](https://example.com/x.md),\n"
+        "[[Nowhere]], [out](../../outside.md), [[leak]] and `[[not-in-code]]`.\n"
+        "```\n[[not-in-a-fence]]\n```\n"
+    )
+    (tmp_path / "outside.md").write_text("# Secret plans\n")
+    (ws / "leak.md").symlink_to(tmp_path / "outside.md")
+    uri = ws.as_uri()
+    asked = call_tool(1, "notes_links", {"workspaceUri": uri, "id": "projects/plan.md"})
+    result = server.ask(asked)["result"]
+    links = [(link["target"], link["id"]) for link in result["structuredContent"]["links"]]
+    assert links == [
+        ("Board", None),  # a heading is not a name: no note is called Board
+        ("kanban-board", "projects/kanban-board.md"),
+        ("cafe", "cafe.md"),
+        ("canvas", "canvas.md"),
+        ("../commands/tar.md", "commands/tar.md"),
+        ("../cafe.md", "cafe.md"),
+        ("Nowhere", None),
+        ("../../outside.md", None),  # out of the workspace: resolves to nothing
+        ("leak", None),  # a symlinked note is not a note
+    ]
+    embeds = [link["embed"] for link in result["structuredContent"]["links"]]
+    assert embeds[3] is True and embeds.count(True) == 1
+    back = server.ask(call_tool(2, "notes_links", {"workspaceUri": uri, "id": "cafe.md"}))
+    assert back["result"]["structuredContent"]["backlinks"] == ["projects/plan.md"]
+    assert "Secret" not in str(back) and "Secret" not in str(result)

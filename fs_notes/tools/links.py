@@ -1,0 +1,170 @@
+"""Links between notes, as the vault tools resolve them: `notes_links` (issue 14).
+
+A note's outgoing links are its wikilinks (`[[Note]]`, `[[Note|alias]]`, `[[Note#Heading]]`,
+`[[Note^block]]`, embeds `![[Note]]`) and markdown links to notes (`[text](path/note.md)`,
+percent-escapes decoded once), outside code (fenced, indented and `inline code`). A link
+resolves the way the common vault tools resolve it: first as a path relative to the linking
+note's folder (then to the workspace), with or without its `.md`; else, for a bare name, to the
+one note of that file name anywhere in the workspace (case-insensitively; several: the one
+whose path is shortest, then first by id). A link that resolves to nothing is reported as it was
+written, unresolved. Backlinks are the notes whose links resolve to the note.
+
+Containment: links are resolved only against the workspace's own listing (the filesystem
+layer's, the same as notes_list): a link is never opened, stat'ed or followed on disk, so
+`[x](../../outside/secret.md)` or a link to a symlinked note resolves to nothing. Work is bounded
+(`MAX_LINKS_PER_NOTE`). Does not: resolve links to headings or blocks inside the target (the
+`#Heading` part is kept as `heading`), or attachments that are not notes.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+from ..fs import FsError
+from ..protocol.dispatch import Call
+from ..protocol.models import CallToolResult, TextContent
+from ..render import isolated, shown, shown_id
+from .context import NotesEnv, ToolFailure, fs_message, guarded
+from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
+from .titles import front_matter_block
+
+MAX_LINKS_PER_NOTE = 1000
+MAX_LISTED = 1000
+_WIKI = re.compile(r"(!?)\[\[([^\[\]\n]{1,512})\]\]")
+_MARKDOWN = re.compile(r"(!?)\[[^\]\n]*\]\(\s*<?([^)\s>]{1,2048})>?(?:\s+\"[^\"]*\")?\s*\)")
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+
+
+@dataclass(frozen=True)
+class Link:
+    target: str  # as written (the note part)
+    heading: str | None
+    embed: bool
+
+
+def links_of(text: str) -> list[Link]:
+    """The links of a note's text, in order (outside code)."""
+    _, body = front_matter_block(text)
+    out: list[Link] = []
+    fence: str | None = None
+    for line in body.splitlines():
+        marker = line.lstrip()[:3]
+        if marker in ("```", "~~~"):
+            fence = None if fence == marker else (fence or marker)
+            continue
+        if fence is not None or line.startswith(("    ", "\t")):
+            continue
+        line = _INLINE_CODE.sub(" ", line)
+        found: list[tuple[int, Link]] = []
+        for m in _WIKI.finditer(line):
+            inner = m.group(2).split("|", 1)[0]
+            note, _, rest = inner.partition("#")
+            note = note.split("^", 1)[0].strip()
+            if note:
+                found.append((m.start(), Link(note, rest.strip() or None, m.group(1) == "!")))
+        for m in _MARKDOWN.finditer(line):
+            raw = m.group(2)
+            if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", raw) or raw.startswith("#"):
+                continue  # a URL (http:, mailto:, file:) or an anchor on the same page
+            path, _, heading = raw.partition("#")
+            path = urllib.parse.unquote(path)
+            if path:
+                link = Link(path, urllib.parse.unquote(heading) or None, m.group(1) == "!")
+                found.append((m.start(), link))
+        out += [link for _, link in sorted(found, key=lambda item: item[0])]
+        if len(out) >= MAX_LINKS_PER_NOTE:
+            return out[:MAX_LINKS_PER_NOTE]
+    return out
+
+
+class Resolver:
+    """Resolution against one listing of note ids (never the disk)."""
+
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = set(ids)
+        self.by_name: dict[str, list[str]] = {}
+        for note_id in sorted(ids, key=lambda i: (i.count("/"), i)):
+            stem = note_id.rsplit("/", 1)[-1].removesuffix(".md").casefold()
+            self.by_name.setdefault(stem, []).append(note_id)
+
+    def resolve(self, source: str, target: str) -> str | None:
+        folder = posixpath.dirname(source)
+        for base in (folder, ""):
+            path = posixpath.normpath(posixpath.join(base, target)) if base else target
+            path = path.lstrip("/") if base == "" else path
+            if path.startswith("../") or path == ".." or path.startswith("/"):
+                continue  # out of the workspace: resolves to nothing
+            for candidate in (path, path + ".md"):
+                if candidate in self.ids:
+                    return candidate
+        if "/" not in target:
+            named = self.by_name.get(target.removesuffix(".md").casefold())
+            if named:
+                return named[0]
+        return None
+
+
+def build(env: NotesEnv) -> list[ToolSpec]:
+    from .read_tools import load_note
+
+    @guarded
+    def notes_links(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        ws = env.open(call, args["workspaceUri"], "read")
+        note_id = env.note_id(args["id"])
+        texts: dict[str, str] = {}
+        try:
+            for listed, st in env.notes(ws):
+                try:
+                    note = load_note(env, ws, listed, st)
+                except FsError:
+                    continue
+                if note.text is not None:
+                    texts[listed] = note.text
+        except FsError as exc:
+            raise ToolFailure(fs_message(exc, "(workspace root)")) from None
+        if note_id not in texts:
+            raise ToolFailure(f"note not found: {shown_id(note_id, 300)}")
+        resolver = Resolver(list(texts))
+        outgoing: list[dict[str, Any]] = [
+            {"target": link.target, "heading": link.heading, "embed": link.embed,
+             "id": resolver.resolve(note_id, link.target)}
+            for link in links_of(texts[note_id])
+        ][:MAX_LISTED]  # fmt: skip
+        backlinks = sorted(
+            other
+            for other, text in texts.items()
+            if other != note_id
+            and any(resolver.resolve(other, link.target) == note_id for link in links_of(text))
+        )[:MAX_LISTED]
+        lines = [f"links from {isolated(shown_id(note_id))}:"]
+        lines += [
+            f"- {isolated(shown(str(o['target'])))} -> "
+            + (isolated(shown_id(str(o["id"]))) if o["id"] else "(no such note)")
+            for o in outgoing
+        ] or ["- (none)"]
+        lines.append("backlinks:")
+        lines += [f"- {isolated(shown_id(b))}" for b in backlinks] or ["- (none)"]
+        return CallToolResult(
+            content=[TextContent(text="\n".join(lines))],
+            structured_content={"id": note_id, "links": outgoing, "backlinks": backlinks},
+        ).wire()
+
+    return [
+        ToolSpec(
+            name="notes_links",
+            title="Links and backlinks",
+            description="A note's outgoing links (wikilinks, embeds and markdown links to notes), "
+            "each resolved to a note id or left unresolved, and its backlinks: the notes that "
+            "link to it.",
+            properties={"workspaceUri": WORKSPACE_URI, "id": NOTE_ID},
+            required=("workspaceUri", "id"),
+            read_only=True,
+            destructive=False,
+            idempotent=True,
+            handler=notes_links,
+        )
+    ]
