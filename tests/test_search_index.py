@@ -197,3 +197,13 @@ def test_links_resolve_like_a_vault_and_never_reach_outside(
     back = server.ask(call_tool(2, "notes_links", {"workspaceUri": uri, "id": "cafe.md"}))
     assert back["result"]["structuredContent"]["backlinks"] == ["projects/plan.md"]
     assert "Secret" not in str(back) and "Secret" not in str(result)
+
+
+def test_search_ranks_tags_and_filters_by_tag(server: StdioServer, ws: Path) -> None:
+    (ws / "projects" / "alpha.md").write_text("---\ntags: [project/alpha]\n---\n# Alpha\n\ncards\n")
+    (ws / "projects" / "beta.md").write_text("# Beta\n\ncards #project\n")
+    tagged = _ids(_search(server, ws, 1, "cards", tag="project"))  # nested tags included
+    assert sorted(tagged) == ["projects/alpha.md", "projects/beta.md"]
+    assert "projects/kanban-board.md" in _ids(_search(server, ws, 2, "cards"))  # untagged too
+    assert _ids(_search(server, ws, 3, "cards", tag="project/alpha")) == ["projects/alpha.md"]
+    assert _ids(_search(server, ws, 4, "alpha"))[0] == "projects/alpha.md"

@@ -26,6 +26,7 @@ from ..render import isolated, shown, shown_id
 from .context import NotesEnv, Opened, Skipped, ToolFailure, fs_message, guarded
 from .notecache import CachedNote
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
+from .tags import tags_of
 from .titles import TITLE_SCAN_CHARS, title_of
 
 LIST_PAGE_DEFAULT = 100
@@ -237,21 +238,23 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         offset = _search_offset(args.get("cursor"))
         index = env.index(ws)
 
-        def load(note_id: str) -> tuple[str, str] | None:
+        def load(note_id: str) -> tuple[str, str, list[str]] | None:
             try:
                 note = load_note(env, ws, note_id, None)
             except FsError:
                 return None
             if note.large:
-                return note.title, ""
-            return note.title, note.text if note.text is not None else _reread(ws, note_id)
+                return note.title, "", []
+            text = note.text if note.text is not None else _reread(ws, note_id)
+            return note.title, text, tags_of(text)
 
         try:  # the whole workspace: a folder narrows the search, not what the index holds
             index.refresh(_whole(env, ws), load)
         except FsError as exc:
             raise ToolFailure(fs_message(exc, "(workspace root)")) from None
         matches: list[dict[str, Any]] = []
-        hits = index.search(query, limit=limit + 1, offset=offset, folder=folder)
+        tag = str(args.get("tag", "")).lstrip("#")
+        hits = index.search(query, limit=limit + 1, offset=offset, folder=folder, tag=tag)
         for hit in hits[:limit]:
             try:  # the index is a cache: the filesystem layer has the last word
                 now = _index_key(_key(ws.root.stat_note(hit.id)))
@@ -361,6 +364,12 @@ def build(env: NotesEnv) -> list[ToolSpec]:
                     "description": f"Most matches to return (default {SEARCH_LIMIT_DEFAULT})",
                 },
                 "folder": folder_arg,
+                "tag": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 129,
+                    "description": "Only notes with this tag, or one nested in it",
+                },
                 "cursor": {
                     "type": "string",
                     "maxLength": 16,
