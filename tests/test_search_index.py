@@ -62,7 +62,8 @@ def test_words_are_words_and_titles_and_file_names_rank_first(
     found = _search(server, ws, 9, "how to embed images")
     assert _ids(found)[0] == "canvas.md"
     match = found["structuredContent"]["matches"][0]  # type: ignore[index]
-    assert "**embed**" in match["snippet"] and match["score"] > 0
+    # The words in order count extra, and are marked as one run in the snippet.
+    assert "**How to embed images**" in match["snippet"] and match["score"] > 0
 
 
 def test_folder_and_cursor(server: StdioServer, ws: Path) -> None:

@@ -2,7 +2,9 @@
 
 What people type: a few words, not all of which need to match (OR: BM25 ranks notes with more of
 them, and rarer ones, first), a "quoted phrase" that must appear as it is, and, in a query of
-at most `PREFIX_UP_TO` words, the last word still being typed (a prefix). Every word is quoted
+at most `PREFIX_UP_TO` words, the last word still being typed (a prefix); a query of three or
+more plain words also matches them in order, as a phrase, which ranks a note holding the words
+in that order first (a sentence a person remembers). Every word is quoted
 for FTS5, so no character a person types is FTS5 syntax (AND, NEAR, column filters,
 parentheses): a query can only ever match words.
 
@@ -44,6 +46,9 @@ def match_expression(query: str) -> str | None:
         terms.append(_quoted(word) + ("*" if last else ""))
         if len(terms) >= MAX_TERMS:
             break
+    words = [m.group(2) for m in matches if m.group(2) is not None]
+    if len(words) >= 3 and len(words) == len(matches):  # the words in order count extra
+        terms.append(_quoted(" ".join(words[:MAX_TERMS])))
     return " OR ".join(terms) if terms else None
 
 
