@@ -456,6 +456,8 @@ class Row:
 
 
 def _formatter(unit: str) -> Callable[[float], str]:
+    if unit == "s":  # milliseconds show to the microsecond, longer times to the millisecond
+        return lambda v: f"{v * 1e3:.2f} ms" if v < 1 else f"{v:.3f} s"
     if unit == "calls/s":
         return lambda v: f"{v:,.0f} {unit}"
     return lambda v: f"{v:.3f} {unit}"

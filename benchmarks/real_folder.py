@@ -84,6 +84,8 @@ class Report:
     seconds: dict[str, float] = field(default_factory=dict)
     aborted: str | None = None
     server_stderr: str = ""
+    structure: dict[str, Any] = field(default_factory=dict)
+    structure_errors: list[str] = field(default_factory=list)
 
 
 def walk_disk(folder: str) -> Disk:
@@ -197,6 +199,64 @@ async def read_notes(client: Client, uri: str, report: Report, timeout: float, n
     await in_parallel(read, sorted(set(report.listed)), n)
 
 
+LINK_SAMPLE = 400
+QUERIES = ("getting started", "how to embed images", "keyboard shortcuts", "sync")
+
+
+async def structure(client: Client, uri: str, report: Report, timeout: float) -> None:
+    """Tags, links and backlinks, search and recent notes, as a client sees them; checks that
+    they agree with each other: every backlink's note links to the note, every note a tag lists
+    carries it, every id named is a listed note."""
+    listed = set(report.listed)
+    errors = report.structure_errors
+
+    async def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+        result = await timed(timeout, name, client.call_tool(name, {"workspaceUri": uri, **args}))
+        if result.is_error:
+            errors.append(f"{name} {args}: {text_of(result.content)}")
+            return {}
+        return dict(result.structured_content or {})
+
+    tags = (await call("notes_tags", {})).get("tags", [])
+    report.structure["tags"] = len(tags)
+    report.structure["top tags"] = [f"#{t['tag']} ({t['count']})" for t in tags[:5]]
+    if tags:
+        top = tags[0]
+        carrying = (await call("notes_tags", {"tag": top["tag"]})).get("notes", [])
+        if len(carrying) < min(top["count"], 500) or any(n["id"] not in listed for n in carrying):
+            errors.append(f"notes_tags {top['tag']!r}: {len(carrying)} notes, count {top['count']}")
+    sample = sorted(listed)[:: max(1, len(listed) // LINK_SAMPLE)]
+    links = resolved = backlinks = 0
+    outgoing: dict[str, set[str]] = {}
+    backs: dict[str, list[str]] = {}
+    for note_id in sample:
+        got = await call("notes_links", {"id": note_id})
+        outs = got.get("links", [])
+        links += len(outs)
+        resolved += sum(1 for o in outs if o["id"])
+        outgoing[note_id] = {o["id"] for o in outs if o["id"]}
+        backs[note_id] = got.get("backlinks", [])
+        backlinks += len(backs[note_id])
+        for other in [o["id"] for o in outs if o["id"]] + backs[note_id]:
+            if other not in listed:
+                errors.append(f"notes_links {note_id!r} names {other!r}, which is not listed")
+    for note_id, sources in backs.items():  # each backlink's own links lead here
+        for source in sources[:3]:
+            if source not in outgoing:
+                got = await call("notes_links", {"id": source})
+                outgoing[source] = {o["id"] for o in got.get("links", []) if o["id"]}
+            if note_id not in outgoing[source]:
+                errors.append(f"{source!r} is a backlink of {note_id!r} but does not link to it")
+    report.structure["notes_links sampled"] = len(sample)
+    report.structure["links (resolved)"] = f"{links} ({resolved})"
+    report.structure["backlinks"] = backlinks
+    for query in QUERIES:
+        matches = (await call("notes_search", {"query": query, "limit": 3})).get("matches", [])
+        report.structure[f"search {query!r}"] = [m["id"] for m in matches]
+    recent = (await call("notes_list", {"recent": True, "limit": 3})).get("notes", [])
+    report.structure["recent"] = [n["id"] for n in recent]
+
+
 async def read_resources(client: Client, report: Report, timeout: float, n: int) -> None:
     reads = report.resource_reads
 
@@ -266,6 +326,8 @@ async def run(report: Report, concurrency: int, timeout: float) -> None:
                 phase("notes_read all")
                 await read_resources(client, report, timeout, concurrency)
                 phase("resources/read all")
+                await structure(client, uri, report, timeout)
+                phase("tags, links, search")
         except Exception as exc:  # Aborted, no handshake, or the connection dropped
             report.aborted = describe(exc)
         if report.aborted is not None:
@@ -294,6 +356,7 @@ def summary(report: Report) -> dict[str, Any]:
         "duplicate ids in notes_list": len(report.listed) - len(listed),
         "on disk, not listed by notes_list, beyond skipped": max(0, len(missing) - skipped_total),
         "on disk, not in resources/list, beyond skipped": max(0, len(disk - named) - skipped_total),
+        "tags, links or search disagree": len(report.structure_errors),
     }
     ok = report.aborted is None and not any(failures.values())
     return {
@@ -320,6 +383,8 @@ def summary(report: Report) -> dict[str, Any]:
         "listed, not on disk, first": [repr(i) for i in phantom[:SHOW]],
         "in notes_list, not in resources/list": len(listed - named),
         "in resources/list, not in notes_list": len(named - listed),
+        **report.structure,
+        "tags, links, search errors, first": report.structure_errors[:SHOW],
         "failures": {k: v for k, v in failures.items() if v},
         "seconds": report.seconds,
         "server stderr (tail)": report.server_stderr or None,

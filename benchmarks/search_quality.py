@@ -99,6 +99,7 @@ def main() -> int:
     p.add_argument("--sample", type=int, default=300)
     p.add_argument("--seed", type=int, default=14)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--misses", action="store_true", help="print what the baseline found and we not")
     a = p.parse_args()
     folder = a.folder.resolve()
     notes = _notes(folder)
@@ -133,6 +134,10 @@ def main() -> int:
                 ours.append([m["id"] for m in found])
                 base.append(_baseline_search(conn, query))
             answers = [nid for _, nid in queries]
+            if a.misses:
+                for (query, nid), mine, theirs in zip(queries, ours, base, strict=True):
+                    if nid in theirs[:10] and nid not in mine[:10]:
+                        print(f"miss [{name}] {query!r} -> {nid} (ours: {mine[:3]})")
             report["sets"][name] = {"fs-notes": _score(ours, answers),
                                     "fts5 baseline": _score(base, answers)}  # fmt: skip
     finally:

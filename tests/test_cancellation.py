@@ -42,10 +42,10 @@ def _responses(server: StdioServer, seconds: float) -> list[dict[str, object]]:
 
 
 def test_a_cancelled_stdio_request_is_never_answered_and_its_search_stops(big: Path) -> None:
+    """The search is the server's first, so it builds the index (4,000 notes: long enough for
+    the cancellation to land); the positive control is the same search answered afterwards."""
     server = StdioServer("--log-level", "info", "serve", str(big))
     try:
-        control = server.ask(_search(1, big))  # positive control: answered when not cancelled
-        assert control["result"]["structuredContent"]["matches"] == []
         cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
                   "params": {"requestId": 2, "reason": "the user gave up"}}  # fmt: skip
         server.send_raw(
@@ -59,6 +59,8 @@ def test_a_cancelled_stdio_request_is_never_answered_and_its_search_stops(big: P
             server.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
                          "params": {"requestId": request_id}})  # fmt: skip
         server.expect_silence(0.3)
+        control = server.ask(_search(4, big))  # positive control: answered when not cancelled
+        assert control["result"]["structuredContent"]["matches"] == []
     finally:
         assert server.close() == 0
     assert "tools/call id=2 stopped: cancelled by the client" in server.stderr

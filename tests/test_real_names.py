@@ -178,6 +178,9 @@ def test_each_listed_note_reads_back_as_a_tool_and_as_a_resource(
         "id": note,
         "title": f"Awkward title {i:03d}",
         "content": _content(i),
+        "tags": [],
+        "aliases": [],
+        "properties": {},
     }
     uri = _uri(ws) + "/" + urllib.parse.quote(note, safe="/")
     resource = _ask(server, request(2, "resources/read", {"uri": uri}))

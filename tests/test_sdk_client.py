@@ -65,20 +65,47 @@ async def _exercise(client: Client, ws: Path) -> None:
     )
     assert again.is_error is True
     assert (ws / "ideas" / "new.md").read_text() == "# New idea\nTPS?"
+    content = (
+        "---\naliases: [Shopping list]\nstore: corner\n---\n"
+        "# Groceries\nbread #food, see [[TPS report]] and [[tps-report]]"
+    )
     updated = await client.call_tool(
-        "notes_update", {"workspaceUri": uri, "id": "groceries.md", "content": "# Groceries\nbread"}
+        "notes_update", {"workspaceUri": uri, "id": "groceries.md", "content": content}
     )
     assert updated.is_error is not True
     read = await client.call_tool("notes_read", {"workspaceUri": uri, "id": "groceries.md"})
     assert read.structured_content == {
         "id": "groceries.md",
         "title": "Groceries",
-        "content": "# Groceries\nbread",
+        "content": content,
+        "tags": ["food"],
+        "aliases": ["Shopping list"],
+        "properties": {"aliases": ["Shopping list"], "store": "corner"},
     }
+    tags = await client.call_tool("notes_tags", {"workspaceUri": uri})
+    assert tags.structured_content == {"tags": [{"tag": "food", "count": 1}]}
+    links = await client.call_tool("notes_links", {"workspaceUri": uri, "id": "groceries.md"})
+    assert links.structured_content is not None
+    assert [(x["target"], x["id"]) for x in links.structured_content["links"]] == [
+        ("TPS report", None),  # a title is not a file name
+        ("tps-report", "projects/tps-report.md"),
+    ]
+    back = await client.call_tool(
+        "notes_links", {"workspaceUri": uri, "id": "projects/tps-report.md"}
+    )
+    assert back.structured_content is not None
+    assert back.structured_content["backlinks"] == ["groceries.md"]
+    alias = await client.call_tool("notes_search", {"workspaceUri": uri, "query": "shopping list"})
+    assert alias.structured_content is not None
+    assert alias.structured_content["matches"][0]["id"] == "groceries.md"
+    recent = await client.call_tool("notes_list", {"workspaceUri": uri, "recent": True})
+    assert recent.structured_content is not None
+    assert recent.structured_content["notes"][0]["id"] == "groceries.md"  # the newest
     found = await client.call_tool("notes_search", {"workspaceUri": uri, "query": "tps"})
     assert found.structured_content is not None
     ids = [m["id"] for m in found.structured_content["matches"]]
-    assert ids == ["projects/tps-report.md", "ideas/new.md"]  # title matches first
+    assert ids[0] == "projects/tps-report.md"  # the title is the query: first
+    assert sorted(ids[1:]) == ["groceries.md", "ideas/new.md"]  # (groceries links to it)
     resources = await client.list_resources()
     assert {r.name for r in resources.resources} == {
         "groceries.md",

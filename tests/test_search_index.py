@@ -208,3 +208,92 @@ def test_search_ranks_tags_and_filters_by_tag(server: StdioServer, ws: Path) -> 
     assert "projects/kanban-board.md" in _ids(_search(server, ws, 2, "cards"))  # untagged too
     assert _ids(_search(server, ws, 3, "cards", tag="project/alpha")) == ["projects/alpha.md"]
     assert _ids(_search(server, ws, 4, "alpha"))[0] == "projects/alpha.md"
+
+
+def test_scripts_without_spaces_are_found_inside_a_sentence(server: StdioServer, ws: Path) -> None:
+    (ws / "zh.md").write_text("# 会议记录\n\n我们讨论了全文检索的设计和实现。\n")
+    (ws / "ja.md").write_text("# 議事録\n\n東京でプロジェクトの打ち合わせをしました。\n")
+    (ws / "ko.md").write_text("# 회의\n\n검색을 개선하는 방법을 논의했습니다.\n")
+    found = _search(server, ws, 1, "全文检索")
+    assert _ids(found) == ["zh.md"]
+    snippet = found["structuredContent"]["matches"][0]["snippet"]  # type: ignore[index]
+    assert "**全文检索**" in snippet and "\u2060" not in snippet
+    assert _ids(_search(server, ws, 2, "打ち合わせ")) == ["ja.md"]
+    assert _ids(_search(server, ws, 3, "검색")) == ["ko.md"]
+    assert _ids(_search(server, ws, 4, "会议记录")) == ["zh.md"]  # the title, exactly
+    assert _ids(_search(server, ws, 5, "检全")) == []  # characters out of order are not a word
+
+
+def test_aliases_headings_and_properties(server: StdioServer, ws: Path) -> None:
+    (ws / "projects" / "q3.md").write_text(
+        "---\ntitle: Third quarter plan\naliases: [Q3 roadmap, \"Plan, Q3\"]\ntags: [plan]\n"
+        "date: 2026-07-01\nstatus: draft\npriority: 2\ndone: false\n---\n"
+        "# Third quarter plan\n\n## Hiring pipeline\n\nSome words.\n"
+    )
+    (ws / "projects" / "notes.md").write_text("# Notes\n\nThe hiring pipeline came up twice.\n")
+    assert _ids(_search(server, ws, 1, "Q3 roadmap"))[0] == "projects/q3.md"  # an alias: exact
+    assert _ids(_search(server, ws, 2, "hiring pipeline"))[0] == "projects/q3.md"  # a heading
+    read = server.ask(call_tool(3, "notes_read", {"workspaceUri": ws.as_uri(),
+                                                  "id": "projects/q3.md"}))  # fmt: skip
+    structured = read["result"]["structuredContent"]
+    assert structured["aliases"] == ["Q3 roadmap", "Plan, Q3"]
+    assert structured["tags"] == ["plan"]
+    assert structured["properties"] == {
+        "title": "Third quarter plan",
+        "aliases": ["Q3 roadmap", "Plan, Q3"],
+        "tags": ["plan"],
+        "date": "2026-07-01",  # as written, not a date object
+        "status": "draft",
+        "priority": 2,
+        "done": False,
+    }
+
+
+def test_a_forged_index_row_never_reaches_a_result(
+    server: StdioServer, ws: Path, tmp_path: Path
+) -> None:
+    """The index is a cache: rows written into it by anyone (code above the filesystem layer
+    gone wrong, or an attacker with the state folder) are re-checked through layer 2 before a
+    result names them. Positive control: a forged row for a real note with its true identity is
+    served, so forged rows do reach the search."""
+    import sqlite3
+
+    assert _ids(_search(server, ws, 1, "coffee")) == ["cafe.md"]  # builds the index
+    (index_file,) = (tmp_path / "state").glob("search-*.sqlite3")
+    st = (ws / "canvas.md").stat()
+    true_key = ":".join(map(str, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                                  st.st_ctime_ns)))  # fmt: skip
+    forged = [
+        ("../outside.md", true_key, "Outside"),  # an escape
+        ("/etc/passwd.md", true_key, "Absolute"),
+        ("commands/ghost.md", true_key, "Ghost"),  # no such note
+        ("cafe.md.bak.md", true_key, "Wrong key"),
+        ("canvas.md", true_key, "Forged title"),  # the positive control
+    ]
+    db = sqlite3.connect(index_file)
+    with db:
+        db.execute("DELETE FROM doc WHERE id = 'canvas.md'")
+        for n, (note_id, key, title) in enumerate(forged):
+            rid = 9000 + n
+            db.execute("INSERT INTO doc (rid, id, key, title, stem, body_chars)"
+                       " VALUES (?, ?, ?, ?, '', 0)", (rid, note_id, key, title))  # fmt: skip
+            db.execute("INSERT INTO fts (rowid, title, name, keys, headings, body)"
+                       " VALUES (?, ?, '', '', '', 'kumquat')", (rid, title))  # fmt: skip
+    db.close()
+    found = _search(server, ws, 2, "kumquat")
+    assert _ids(found) == ["canvas.md"]
+    assert "Outside" not in str(found) and "passwd" not in str(found)
+
+
+def test_large_pages_of_results_stay_within_what_the_confined_server_may_write(
+    server: StdioServer, ws: Path
+) -> None:
+    """A page of large notes makes SQLite spill its temporary tables: they must stay in memory,
+    since the confined server may not create files in /tmp (a disk I/O error, once)."""
+    block = ("walrus " + "filler text of a long note " * 20 + "\n") * 1200  # ~200 KB each
+    for n in range(30):
+        (ws / f"big{n:02d}.md").write_text(f"# Big {n}\n\n{block}")
+    for n in range(1, 4):
+        found = _search(server, ws, n, "walrus", limit=30)
+        assert found.get("isError") is not True, found
+        assert len(_ids(found)) == 30

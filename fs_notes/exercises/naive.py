@@ -100,6 +100,12 @@ class NaiveRoot:
         except OSError as exc:
             self._fail(exc, "stat")
 
+    def note_entry(self, relpath: str) -> os.stat_result | None:
+        path = self._join(relpath)  # naive: follows symlinks, crosses mounts
+        if not relpath.endswith(".md") or not os.path.isfile(path):
+            return None
+        return os.stat(path)
+
     def create_note(self, relpath: str, data: bytes) -> Identity:
         path = self._join(relpath)
         if os.path.exists(path):
@@ -140,7 +146,10 @@ class NaiveRoot:
         *,
         after: str | None = None,
         on_skip: Callable[[str, str], None] | None = None,
+        recursive: bool = True,
+        on_folder: Callable[[str, int], None] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
+        # on_folder is never called: nothing is watched, so every search walks (fs/watch.py)
         found: list[tuple[str, os.stat_result]] = []
         top = self._join(folder) if folder else self.path
         pending = [(top, folder + "/" if folder else "", 0)]
@@ -165,7 +174,7 @@ class NaiveRoot:
                     self._trace.record("os", "naive listdir: ENOENT (not in the private view)")
                     continue
                 if os.path.isdir(full):  # follows symlinks, crosses mounts
-                    if depth < MAX_DEPTH:
+                    if depth < MAX_DEPTH and recursive:
                         pending.append((full, f"{prefix}{name}/", depth + 1))
                 elif name.endswith(".md") and os.path.isfile(full):
                     try:

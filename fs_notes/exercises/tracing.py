@@ -160,6 +160,10 @@ class TracingRoot:
         result: Identity = self._call("stat", lambda: self._root.stat_note(relpath))
         return result
 
+    def note_entry(self, relpath: str) -> os.stat_result | None:
+        result: os.stat_result | None = self._call("stat", lambda: self._root.note_entry(relpath))
+        return result
+
     def create_note(self, relpath: str, data: bytes) -> Identity:
         result: Identity = self._call("create", lambda: self._root.create_note(relpath, data))
         return result
@@ -181,6 +185,8 @@ class TracingRoot:
         *,
         after: str | None = None,
         on_skip: Callable[[str, str], None] | None = None,
+        recursive: bool = True,
+        on_folder: Callable[[str, int], None] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
         self._check_anchor()
         left_out = self._left_out(folder)
@@ -188,7 +194,9 @@ class TracingRoot:
             shown = ", ".join(left_out[:MAX_SKIPPED_SHOWN])
             self._trace.record("filesystem", f"the listing left out {shown}")
         try:
-            yield from self._root.iter_notes(folder, after=after, on_skip=on_skip)
+            yield from self._root.iter_notes(
+                folder, after=after, on_skip=on_skip, recursive=recursive, on_folder=on_folder
+            )
         except FsError as exc:
             record_fs(self._trace, exc, "list")
             raise

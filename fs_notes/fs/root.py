@@ -50,6 +50,7 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, get_args
 
@@ -85,6 +86,8 @@ __all__ = ["TMP_PREFIX", "ResolverChoice", "SkipReport", "WorkspaceRoot"]
 ResolverChoice = Literal["auto", "openat2", "walk"]
 SkipReport = Callable[[str, str], None]
 """Told (id, reason) of each *.md entry a listing leaves out: symlink, special, hard link, mount."""
+FolderReport = Callable[[str, int], None]
+"""Told (folder path, its fd) of each folder a listing opens, before it is listed."""
 _READ_ATTEMPTS = 3
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
 _S_IFMT = stat.S_IFMT(0o177777)
@@ -369,6 +372,8 @@ class WorkspaceRoot:
         *,
         after: str | None = None,
         on_skip: SkipReport | None = None,
+        recursive: bool = True,
+        on_folder: FolderReport | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
         """(note id, lstat) of every regular, singly linked *.md file beneath ``folder``, in
         the code-point order of the ids (so a caller can stop early and page). With ``after``,
@@ -376,27 +381,33 @@ class WorkspaceRoot:
         symlinks, hidden entries, other file types and other mounts (each *.md name skipped so
         is reported to ``on_skip(id, reason)``, if given); lists ids of at most MAX_COMPONENTS
         (32) components, the cap of every path operation, so every id listed can be read;
-        never follows a symlink. Errors about ``folder`` itself surface on the first ``next()``."""
+        never follows a symlink. Errors about ``folder`` itself surface on the first ``next()``.
+        ``recursive=False``: only the notes directly in ``folder``. ``on_folder(path, fd)`` is
+        called with each folder's fd before it is listed (fs/watch.py watches it; the fd is
+        the walk's and is closed after the folder is listed)."""
         comps = split_folder(folder)
         self._live()
         fd = self._resolver.open_dir(comps)
         prefix = "".join(name + "/" for name in comps)
-        yield from self._iter_tree(fd, prefix, len(comps), after, on_skip, top=True)
+        walk = _Walk(after, on_skip, recursive, on_folder)
+        yield from self._iter_tree(fd, prefix, len(comps), walk, top=True)
 
     def _iter_tree(
         self,
         fd: int,
         prefix: str,
         depth: int,
-        after: str | None,
-        on_skip: SkipReport | None,
+        walk: _Walk,
         *,
         top: bool = False,
     ) -> Iterator[tuple[str, os.stat_result]]:
         """Lists the folder ``fd``, ``depth`` components below the workspace. Owns ``fd`` and
         closes it, also when the consumer stops early. Only the top folder's errors surface;
         a subfolder that cannot be listed is skipped."""
+        after, on_skip = walk.after, walk.on_skip
         try:
+            if walk.on_folder is not None:
+                walk.on_folder(prefix.removesuffix("/"), fd)
             try:
                 folder_st = os.fstat(fd)
                 entries = self._listings.get(folder_st)
@@ -413,14 +424,14 @@ class WorkspaceRoot:
                     full = prefix + key
                     if full <= after and not (is_dir and after.startswith(full)):
                         continue  # a note at or before the cursor, or a folder wholly before it
+                if is_dir and not walk.recursive:
+                    continue
                 if is_dir:
                     # A file in a subfolder has depth + 2 components: keep it within the cap.
                     if depth + 2 <= MAX_COMPONENTS:
                         child = self._open_listed_dir(fd, name)
                         if child is not None:
-                            yield from self._iter_tree(
-                                child, prefix + key, depth + 1, after, on_skip
-                            )
+                            yield from self._iter_tree(child, prefix + key, depth + 1, walk)
                     elif on_skip is not None:
                         on_skip(prefix + key, "folder too deep")  # not opened: its notes uncounted
                     continue
@@ -444,6 +455,32 @@ class WorkspaceRoot:
         finally:
             os.close(fd)
 
+    def note_entry(self, relpath: str) -> os.stat_result | None:
+        """The lstat of ``relpath`` if a listing of its folder would yield it as a note (the
+        rules of iter_notes for one entry: a *.md name, no hidden component, a regular, singly
+        linked file on the workspace's mount), else None, also when it or its folder is gone.
+        Never follows a symlink as the note itself. For the folder watch (fs/watch.py): an
+        event names one entry, and only that entry is looked at again."""
+        comps = split_relpath(relpath)
+        if not comps[-1].endswith(".md") or any(c.startswith(".") for c in comps):
+            return None
+        self._live()
+        try:
+            parent = self._resolver.open_dir(comps[:-1])
+        except FsError:
+            return None
+        try:
+            try:
+                st = os.stat(comps[-1], dir_fd=parent, follow_symlinks=False)
+            except OSError:
+                return None
+            dev = self._anchor.dev
+            if not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_dev == dev):
+                return None
+            return st if self._listed_on_mount(parent, comps[-1], st) else None
+        finally:
+            os.close(parent)
+
     def _listed_on_mount(self, fd: int, name: str, st: os.stat_result) -> bool:
         """Whether entry ``name`` (lstat ``st``) is on the workspace's mount, by mount id (and
         still the file ``st`` describes)."""
@@ -464,6 +501,16 @@ class WorkspaceRoot:
             os.close(child)
             return None
         return child
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """The options of one iter_notes walk."""
+
+    after: str | None
+    on_skip: SkipReport | None
+    recursive: bool
+    on_folder: FolderReport | None
 
 
 def _not_a_note(st: os.stat_result, dev: int) -> str:

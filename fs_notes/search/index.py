@@ -1,63 +1,156 @@
-"""The full-text index of one workspace: SQLite FTS5 (it ships with Python's sqlite3; BM25
-ranking, prefix queries and diacritics folding come with it, where a hand-written scan had none).
+"""The index of one workspace: SQLite FTS5 for the words, plain tables for tags and links.
+
+Why SQLite FTS5: it ships with Python's sqlite3 (no new dependency, no native build), and brings
+BM25 ranking over weighted columns, prefix queries, phrase queries, snippets and diacritics
+folding; the same file holds the tags and links tables, so notes_tags and notes_links answer from
+the index too, in one transaction with the text.
 
 Guarantees:
-- The index is a cache, never an authority. `refresh` is given the listing the filesystem layer
-  just made (tools/context.py `NotesEnv.notes`: servable notes only, no hidden folder, no
-  symlink, nothing outside) with each note's identity key; only notes whose key changed are read
-  again (through the same layer), notes no longer listed are dropped. Edits made outside
-  fs-notes are therefore picked up by the next search. The caller re-checks every result with
-  the filesystem layer before returning it, and `forget`s one that changed.
-- Ranking (`search`): a note whose title or file name is the query comes first; then BM25 over
-  title (weight 10), tags (8), file name and path (6) and body (1), with any of the words
-  matching (more and rarer ones rank higher), "quoted phrases" as phrases and the last word as a
-  prefix
-  (query.py). Case and diacritics are folded (unicode61, remove_diacritics 2).
-- Bounded: at most `MAX_BODY_CHARS` of a note's text is indexed; a note over its workspace's read
-  limit is indexed by its title only.
-- The file is created 0600 by us, in the state folder (the replay database's), never in a
-  workspace.
+- The index is a cache, never an authority. `refresh` is given a listing the filesystem layer
+  just made of the whole workspace (tools/context.py `NotesEnv.notes`: servable notes only, no
+  hidden folder, no symlink, nothing outside) with each note's identity key; only notes whose key
+  changed are read again (through the same layer), indexed notes no longer listed are dropped.
+  `update` is given the entries the folder watch named (fs/watch.py), each looked at again by the
+  same layer's rules: read again if still a note, dropped if not. Edits made outside fs-notes are
+  therefore picked up by the next query. Callers re-check every result with the filesystem layer
+  before returning it, and `forget` one that changed. Nothing is stored that a listing did not
+  produce: every id, tag and link in it comes from a servable note of this workspace.
+- Ranking (`search`): a note whose title, file name or one of its aliases is the query comes
+  first; then BM25 over title (weight 10), aliases and tags (8), file name and path (6),
+  headings (4) and body (1), with any of the words matching (more and rarer ones rank higher),
+  "quoted phrases" as phrases and the last word of a short query as a prefix (query.py); in a
+  large index, a word more than half of all notes hold is left out of a query that also has
+  rarer ones (BM25 gives it no weight; scoring it would cost a look at most notes). Case and
+  diacritics are folded (unicode61, remove_diacritics 2); scripts written without spaces (Han,
+  kana, Hangul) are indexed one character a token and searched as phrases, so a word is found
+  anywhere inside a run of them (query.py `segment`).
+- Bounded: at most `MAX_BODY_CHARS` of a note's text is indexed, and at most `MAX_TOTAL_CHARS`
+  of body text in all (then further notes are indexed without their body, with a warning);
+  a note over its workspace's read limit is indexed by its title and name only. A cold build
+  logs a progress line every `PROGRESS_SECONDS` and commits every `BATCH` notes, so a build that
+  is cancelled or times out keeps what it did.
+- The file is created 0600 by us (never through a symlink), in the state folder (the replay
+  database's), never in a workspace; temporary tables stay in memory (the confined server writes
+  nowhere else). A file that is not an index of this version's shape is removed and built again.
 
-Does not: stem words, split scripts written without spaces (CJK) into words, or index links,
-aliases and other properties (issue 14 asks for them; not yet). A `tag` filter keeps the notes
-with that tag or one nested in it (tools/tags.py reads them).
+Does not: stem words ("plans" does not find "plan"), segment Thai or other scripts without
+spaces but with combining marks, or resolve links (tools/links.py does, against the index's ids).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .query import match_expression, plain
+from .query import (
+    MARK_END,
+    MARK_START,
+    MAX_TERMS,
+    match_expression,
+    name_grams,
+    plain,
+    segment,
+    unsegment,
+    word_expression,
+    words_of,
+)
 
 log = logging.getLogger("fs_notes.search")
 
 MAX_BODY_CHARS = 256 << 10
-PROGRESS_EVERY = 5000
+MAX_TOTAL_CHARS = 1 << 30
+PROGRESS_SECONDS = 2.0
+BATCH = 2000
 #: Bumped when the schema changes: an index of another version is rebuilt from scratch.
-VERSION = 2
+VERSION = 7
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS doc (rid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL,"
-    " key TEXT NOT NULL, title TEXT NOT NULL, stem TEXT NOT NULL, tags TEXT NOT NULL)",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, name, tags, body,"
+    " key TEXT NOT NULL, title TEXT NOT NULL, stem TEXT NOT NULL, body_chars INTEGER NOT NULL)",
+    # gram: the note's title, file name and each alias as `plain` words (exact and named hits)
+    "CREATE TABLE IF NOT EXISTS name (gram TEXT NOT NULL, rid INTEGER NOT NULL,"
+    " PRIMARY KEY (gram, rid)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS name_rid ON name (rid)",
+    "CREATE INDEX IF NOT EXISTS doc_stem ON doc (stem)",
+    "CREATE TABLE IF NOT EXISTS tag (rid INTEGER NOT NULL, folded TEXT NOT NULL,"
+    " shown TEXT NOT NULL, PRIMARY KEY (rid, folded)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS tag_folded ON tag (folded)",
+    # name: the link target's last component without .md, case-folded (backlink candidates)
+    "CREATE TABLE IF NOT EXISTS link (rid INTEGER NOT NULL, n INTEGER NOT NULL,"
+    " target TEXT NOT NULL, heading TEXT, embed INTEGER NOT NULL, name TEXT NOT NULL,"
+    " PRIMARY KEY (rid, n)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS link_name ON link (name)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, name, keys, headings, body,"
     " tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3')",
 )
-# doc.tags: the note's tags, case-folded, each between spaces (" project/alpha work "), so that
-# a tag and its nested ones are found with LIKE on " tag " and " tag/".
-_RANKED = (
-    "SELECT doc.id, doc.key, doc.title, snippet(fts, 3, '**', '**', '\u2026', 12),"
-    " bm25(fts, 10.0, 6.0, 8.0, 1.0) AS score,"
-    " (lower(doc.title) = :plain OR lower(doc.stem) = :plain) AS exact"
-    " FROM fts JOIN doc ON doc.rid = fts.rowid"
-    " WHERE fts MATCH :match AND (:folder = '' OR substr(doc.id, 1, length(:folder)) = :folder)"
-    " AND (:tag = '' OR instr(doc.tags, ' ' || :tag || ' ') > 0"
-    " OR instr(doc.tags, ' ' || :tag || '/') > 0)"
-    " ORDER BY exact DESC, score, doc.id LIMIT :limit OFFSET :offset"
+# A note has the tag :tag or one nested in it (both queries below).
+_TAGGED = (
+    "SELECT id, key, title FROM doc WHERE EXISTS (SELECT 1 FROM tag WHERE tag.rid = doc.rid"
+    " AND (tag.folded = :tag OR substr(tag.folded, 1, length(:tag) + 1) = :tag || '/'))"
+    " ORDER BY id LIMIT :limit"
 )
+# Ranking runs in three steps so that the costly parts touch only the rows shown (a common word
+# matches a quarter of all notes): the best rows by BM25 alone, from the FTS table alone (or,
+# with a folder or tag filter, joined to doc); the exact and named notes, looked up by name and
+# scored; then doc's fields and the snippet for the page that is returned.
+_BEST = "SELECT rowid, bm25(fts, 10.0, 6.0, 8.0, 4.0, 1.0) FROM fts WHERE fts MATCH :match"
+_BEST_FILTERED = (
+    "SELECT fts.rowid, bm25(fts, 10.0, 6.0, 8.0, 4.0, 1.0) FROM fts"
+    " JOIN doc ON doc.rid = fts.rowid"
+    " WHERE fts MATCH :match AND (:folder = '' OR substr(doc.id, 1, length(:folder)) = :folder)"
+    " AND (:tag = '' OR EXISTS (SELECT 1 FROM tag WHERE tag.rid = doc.rid"
+    " AND (tag.folded = :tag OR substr(tag.folded, 1, length(:tag) + 1) = :tag || '/')))"
+)
+_ORDER = " ORDER BY 2, 1 LIMIT :limit"
+_SCORED = (
+    "SELECT fts.rowid, bm25(fts, 10.0, 6.0, 8.0, 4.0, 1.0) FROM fts"
+    " WHERE fts MATCH :match AND fts.rowid IN (SELECT value FROM json_each(:rids))"
+)
+# Snippets: FTS5 re-reads a term's whole doclist for each `MATCH ... AND rowid = ?`, so the bodies
+# of the page's notes are copied into a small temporary FTS5 table with the same tokenizer and
+# the snippets made there (the markers are char(2) and char(3): query.MARK_START and MARK_END).
+_SNIPPETS_TABLE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.page USING fts5(body,"
+    " tokenize = 'unicode61 remove_diacritics 2')"
+)
+_SNIPPETS = (
+    "SELECT rowid, snippet(page, 0, char(2), char(3), '\u2026', :tokens) FROM temp.page"
+    " WHERE page MATCH :match"
+)
+SNIPPET_CHARS = 160
+PRUNE_FROM = 2000
+BUSY_MS = 5000  # how long a query waits for another server's write to the shared file
+MAX_NAMED = 1000
+_NO_MARKERS = str.maketrans({MARK_START: " ", MARK_END: " "})
+#: How much more a note counts when its title, file name or an alias is a run of the query's
+#: words (query.name_grams): "extract a tar archive" finds tar.md before pages that only say
+#: "extract" and "archive" often. Checked by benchmarks/search_quality.py.
+NAMED_BOOST = 0.6
+
+
+@dataclass(frozen=True)
+class LinkOut:
+    target: str  # as written (the note part)
+    heading: str | None
+    embed: bool
+
+
+@dataclass(frozen=True)
+class Extract:
+    """What the index keeps of one note (tools/indexed.py reads it from the note)."""
+
+    title: str
+    text: str = ""
+    tags: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
+    headings: list[str] = field(default_factory=list)
+    links: list[LinkOut] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -67,6 +160,11 @@ class Hit:
     title: str
     snippet: str
     score: float
+
+
+def stem_of(name: str) -> str:
+    """The case-folded file name without .md of a note id or link target (link resolution)."""
+    return name.rsplit("/", 1)[-1].removesuffix(".md").casefold()
 
 
 def _names(note_id: str) -> tuple[str, str]:
@@ -81,22 +179,69 @@ def _names(note_id: str) -> tuple[str, str]:
 class NoteIndex:
     """One workspace's index, in the SQLite file `path` (None: in memory). Thread-safe."""
 
-    def __init__(self, path: str | None) -> None:
-        if path is not None:
-            os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
+    def __init__(self, path: str | None, label: str = "") -> None:
         self._path = path or ":memory:"
+        self._label = f"search index of {label}" if label else "search index"
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        self._conn = self._connect()
+        self._warned_full = False
+        self._total = 0  # characters of body text indexed
+        self._docs = 0  # notes indexed
+        self._conn = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        """A connection to the index file, created 0600 if missing; a file that is not an index
+        of this version's shape (damaged, truncated, not SQLite, a symlink) is removed and
+        started again: it is a cache."""
+        try:
+            self._create()
+            conn = self._connect()
+            total = conn.execute(
+                "SELECT coalesce(sum(body_chars), 0), count(*) FROM doc"
+            ).fetchone()
+        except (sqlite3.DatabaseError, OSError) as exc:
+            log.warning("%s unusable (%s): starting it again", self._label, type(exc).__name__)
+            self._discard()
+            self._create()
+            conn, total = self._connect(), (0, 0)
+        self._total, self._docs = int(total[0]), int(total[1])
+        return conn
+
+    def _create(self) -> None:
+        if self._path != ":memory:":
+            flags = os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+            os.close(os.open(self._path, flags, 0o600))
+
+    def _discard(self) -> None:
+        if self._path == ":memory:":
+            return
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._path + suffix)
+
+    def reset(self) -> None:
+        """Start again from an empty index (one that failed: tools/indexed.py rebuilds it)."""
+        with self._lock:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._discard()
+            self._create()
+            self._conn, self._total, self._docs = self._connect(), 0, 0
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         if self._path != ":memory:":
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = OFF")  # a cache: a lost write is re-read next time
+        # Temporary tables and sort spills in memory: the confined server may create files only
+        # where its plan says (sandbox/selfconfine.py), never in /tmp or /var/tmp.
+        conn.execute("PRAGMA temp_store = MEMORY")
+        # Servers sharing a state folder share the file: wait for the other's write, briefly.
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_MS)}")
+        conn.execute("PRAGMA cache_size = -65536")  # 64 MiB: a 100,000-note build 15% faster
         if conn.execute("PRAGMA user_version").fetchone()[0] != VERSION:
-            conn.execute("DROP TABLE IF EXISTS doc")  # a cache of another shape: start over
-            conn.execute("DROP TABLE IF EXISTS fts")
+            for table in ("doc", "fts", "tag", "link", "name"):  # another shape: start over
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
             conn.execute(f"PRAGMA user_version = {VERSION}")
         for statement in _SCHEMA:
             conn.execute(statement)
@@ -108,63 +253,136 @@ class NoteIndex:
             self._conn = self._connect()
         return self._conn
 
+    # -- keeping it current ------------------------------------------------------------------
+
     def refresh(
-        self,
-        listed: Iterable[tuple[str, str]],
-        load: Callable[[str], tuple[str, str, list[str]] | None],
+        self, listed: Iterable[tuple[str, str]], load: Callable[[str], Extract | None]
     ) -> int:
-        """Bring the index in line with `listed` ((id, identity key) of every servable note);
-        `load(id)` gives (title, text, tags), or None for a note that cannot be read now. Returns
-        how many notes were (re)indexed."""
+        """Bring the index in line with `listed` ((id, identity key) of every servable note of
+        the workspace); `load(id)` gives the note's Extract, or None for a note that cannot be
+        read now. Returns how many notes were (re)indexed."""
         with self._lock:
             conn = self._connection()
             known = dict(conn.execute("SELECT id, key FROM doc"))
             seen: set[str] = set()
             changed = 0
+            started = last = time.monotonic()
             conn.execute("BEGIN")
             try:
                 for note_id, key in listed:
                     seen.add(note_id)
                     if known.get(note_id) == key:
                         continue
-                    self._drop(conn, note_id)
-                    loaded = load(note_id)
-                    if loaded is not None:
-                        self._add(conn, note_id, key, *loaded)
+                    self._put(conn, note_id, key, load)
                     changed += 1
-                    if changed % PROGRESS_EVERY == 0:
-                        log.info("search index: %d notes indexed so far", changed)
+                    if changed % BATCH == 0:  # a cancelled build keeps what it did
+                        conn.execute("COMMIT")
+                        conn.execute("BEGIN")
+                    now = time.monotonic()
+                    if now - last >= PROGRESS_SECONDS:
+                        last = now
+                        # at the default level: a long build must not look like a hang
+                        log.warning("%s: %d notes indexed so far", self._label, changed)
                 for gone in known.keys() - seen:
                     self._drop(conn, gone)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # (a failed COMMIT may have ended it: keep its error)
+                    conn.execute("ROLLBACK")
                 raise
-        if changed >= PROGRESS_EVERY:
-            log.info("search index: %d notes indexed", changed)
+        if last != started:
+            took = time.monotonic() - started
+            log.warning("%s: %d notes indexed in %.1f s", self._label, changed, took)
         return changed
 
-    @staticmethod
-    def _drop(conn: sqlite3.Connection, note_id: str) -> None:
-        row = conn.execute("SELECT rid FROM doc WHERE id = ?", (note_id,)).fetchone()
-        if row is not None:
-            conn.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
-            conn.execute("DELETE FROM doc WHERE rid = ?", (row[0],))
-
-    @staticmethod
-    def _add(
-        conn: sqlite3.Connection, note_id: str, key: str, title: str, text: str, tags: list[str]
+    def update(
+        self, entries: Iterable[tuple[str, str | None]], load: Callable[[str], Extract | None]
     ) -> None:
+        """Look again at the notes the folder watch named: (id, identity key, or None if it is
+        no longer a servable note). Each is read again, whatever its key, or dropped."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                for note_id, key in entries:
+                    if key is None:
+                        self._drop(conn, note_id)
+                    else:
+                        self._put(conn, note_id, key, load)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # (a failed COMMIT may have ended it: keep its error)
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _put(
+        self,
+        conn: sqlite3.Connection,
+        note_id: str,
+        key: str,
+        load: Callable[[str], Extract | None],
+    ) -> None:
+        self._drop(conn, note_id)
+        loaded = load(note_id)
+        if loaded is not None:
+            self._add(conn, note_id, key, loaded)
+
+    def _drop(self, conn: sqlite3.Connection, note_id: str) -> None:
+        row = conn.execute("SELECT rid, body_chars FROM doc WHERE id = ?", (note_id,)).fetchone()
+        if row is not None:
+            rid = row[0]
+            conn.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
+            conn.execute("DELETE FROM tag WHERE rid = ?", (rid,))
+            conn.execute("DELETE FROM name WHERE rid = ?", (rid,))
+            conn.execute("DELETE FROM link WHERE rid = ?", (rid,))
+            conn.execute("DELETE FROM doc WHERE rid = ?", (rid,))
+            self._total -= row[1]
+            self._docs -= 1
+
+    def _add(self, conn: sqlite3.Connection, note_id: str, key: str, note: Extract) -> None:
         stem, name = _names(note_id)
-        folded = " " + " ".join(t.casefold() for t in tags) + " "
+        body = note.text[:MAX_BODY_CHARS].translate(_NO_MARKERS)  # a note cannot forge a match
+        if self._total + len(body) > MAX_TOTAL_CHARS:
+            if not self._warned_full:
+                self._warned_full = True
+                log.warning(
+                    "%s: %d characters of text indexed, the most it holds; further "
+                    "notes are found by title, name, aliases, tags and headings only",
+                    self._label,
+                    self._total,
+                )
+            body = ""
+        self._total += len(body)
+        self._docs += 1
         rid = conn.execute(
-            "INSERT INTO doc (id, key, title, stem, tags) VALUES (?, ?, ?, ?, ?)",
-            (note_id, key, title, stem, folded),
+            "INSERT INTO doc (id, key, title, stem, body_chars) VALUES (?, ?, ?, ?, ?)",
+            (note_id, key, note.title, stem.casefold(), len(body)),
         ).lastrowid
-        words = " ".join(t.replace("/", " ").replace("-", " ") for t in tags)
+        conn.executemany(
+            "INSERT OR IGNORE INTO name (gram, rid) VALUES (?, ?)",
+            [(plain(n), rid) for n in {note.title, stem, *note.aliases} if plain(n)],
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO tag (rid, folded, shown) VALUES (?, ?, ?)",
+            [(rid, t.casefold(), t) for t in note.tags],
+        )
+        conn.executemany(
+            "INSERT INTO link (rid, n, target, heading, embed, name) VALUES (?, ?, ?, ?, ?, ?)",
+            [(rid, n, link.target, link.heading, int(link.embed), stem_of(link.target))
+             for n, link in enumerate(note.links)],
+        )  # fmt: skip
+        words = " ".join(t.replace("/", " ").replace("-", " ") for t in note.tags)
         conn.execute(
-            "INSERT INTO fts (rowid, title, name, tags, body) VALUES (?, ?, ?, ?, ?)",
-            (rid, title, name, words, text[:MAX_BODY_CHARS]),
+            "INSERT INTO fts (rowid, title, name, keys, headings, body)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                rid,
+                segment(note.title),
+                segment(name),
+                segment(" ".join([*note.aliases, words])),
+                segment("\n".join(note.headings)),
+                segment(body),
+            ),
         )
 
     def forget(self, note_id: str) -> None:
@@ -172,20 +390,199 @@ class NoteIndex:
         with self._lock:
             self._drop(self._connection(), note_id)
 
+    # -- asking it ---------------------------------------------------------------------------
+
     def search(
         self, query: str, *, limit: int, offset: int = 0, folder: str = "", tag: str = ""
     ) -> list[Hit]:
         """The best `limit` matches after `offset` (see the module docstring); [] when the query
         holds no word."""
-        expression = match_expression(query)
-        if expression is None:
+        if match_expression(query) is None:
             return []
         prefix = folder.rstrip("/") + "/" if folder else ""
-        params = {"match": expression, "plain": plain(query), "folder": prefix,
-                  "tag": tag.casefold(), "limit": limit, "offset": offset}  # fmt: skip
+        exact_gram, grams = plain(query), name_grams(query)
         with self._lock:
-            rows = self._connection().execute(_RANKED, params).fetchall()
-        return [Hit(r[0], r[1], r[2], r[3], float(r[4])) for r in rows]
+            conn = self._connection()
+            expression = match_expression(query, self._common(conn, words_of(query)))
+            assert expression is not None
+            best = self._best(conn, expression, prefix, tag.casefold(), offset + limit)
+            named: dict[int, bool] = {}  # rid -> exact (the whole query) or named (a run of it)
+            for gram in [exact_gram, *grams]:
+                for (rid,) in conn.execute(
+                    "SELECT rid FROM name WHERE gram = ? LIMIT ?", (gram, MAX_NAMED)
+                ):
+                    named[rid] = named.get(rid, False) or gram == exact_gram
+            missing = json.dumps(sorted(named.keys() - best.keys()))
+            for rid, score in conn.execute(_SCORED, {"match": expression, "rids": missing}):
+                if not (prefix or tag) or self._kept(conn, rid, prefix, tag):
+                    best[rid] = float(score)
+            ranked = sorted(
+                best.items(),
+                key=lambda item: (
+                    not named.get(item[0], False),
+                    item[1] * (1.0 + NAMED_BOOST * (item[0] in named)),
+                    item[0],
+                ),
+            )[offset : offset + limit]
+            snippets = self._snippets(conn, expression, [rid for rid, _ in ranked], query)
+            hits = []
+            for rid, score in ranked:
+                row = conn.execute(
+                    "SELECT id, key, title FROM doc WHERE rid = ?", (rid,)
+                ).fetchone()
+                if row is not None:
+                    hits.append(Hit(row[0], row[1], row[2], snippets.get(rid, ""), score))
+        return hits
+
+    @staticmethod
+    def _snippets(
+        conn: sqlite3.Connection, expression: str, rids: list[int], query: str
+    ) -> dict[int, str]:
+        """Each note's snippet: its body around the matched words, or (matched elsewhere, in
+        its title say) its body's first characters."""
+        conn.execute(_SNIPPETS_TABLE)
+        conn.execute("DELETE FROM temp.page")
+        bodies = {}
+        for rid in rids:
+            row = conn.execute("SELECT body FROM fts WHERE rowid = ?", (rid,)).fetchone()
+            if row is not None:
+                bodies[rid] = str(row[0])
+        conn.executemany(
+            "INSERT INTO temp.page (rowid, body) VALUES (?, ?)",
+            list(bodies.items()),
+        )
+        tokens = 40 if segment(query) != query else 16  # a character is a token there
+        out = {
+            int(rid): unsegment(text)
+            for rid, text in conn.execute(_SNIPPETS, {"match": expression, "tokens": tokens})
+        }
+        conn.execute("DELETE FROM temp.page")
+        for rid, body in bodies.items():
+            if rid not in out:
+                head = " ".join(unsegment(body)[: 2 * SNIPPET_CHARS].split())
+                out[rid] = head[:SNIPPET_CHARS] + ("\u2026" if len(head) > SNIPPET_CHARS else "")
+        return out
+
+    def _common(self, conn: sqlite3.Connection, words: list[str]) -> frozenset[str]:
+        """In an index of at least `PRUNE_FROM` notes, the words of a query of several that more
+        than half of all notes hold, unless all of them are: BM25 gives such a word no weight
+        (its IDF is floored), while matching it means scoring most notes (70 ms at 100,000
+        notes instead of 2). A note holding only such words is then not found."""
+        if len(words) < 2 or self._docs < PRUNE_FROM:
+            return frozenset()
+        half = self._docs // 2
+        common = set()
+        for word in words[:MAX_TERMS]:
+            holding = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)",
+                (word_expression(word), half + 1),
+            ).fetchone()[0]
+            if holding > half:
+                common.add(word)
+        return frozenset(common) if len(common) < len(words) else frozenset()
+
+    @staticmethod
+    def _best(
+        conn: sqlite3.Connection, expression: str, prefix: str, tag: str, limit: int
+    ) -> dict[int, float]:
+        if prefix or tag:
+            params = {"match": expression, "folder": prefix, "tag": tag, "limit": limit}
+            rows = conn.execute(_BEST_FILTERED + _ORDER, params).fetchall()
+        else:
+            rows = conn.execute(_BEST + _ORDER, {"match": expression, "limit": limit}).fetchall()
+        return {int(r[0]): float(r[1]) for r in rows}
+
+    @staticmethod
+    def _kept(conn: sqlite3.Connection, rid: int, prefix: str, tag: str) -> bool:
+        """Whether note `rid` passes the folder and tag filters."""
+        row = conn.execute(
+            "SELECT 1 FROM doc WHERE rid = :rid"
+            " AND (:folder = '' OR substr(doc.id, 1, length(:folder)) = :folder)"
+            " AND (:tag = '' OR EXISTS (SELECT 1 FROM tag WHERE tag.rid = doc.rid"
+            " AND (tag.folded = :tag OR substr(tag.folded, 1, length(:tag) + 1) = :tag || '/')))",
+            {"rid": rid, "folder": prefix, "tag": tag.casefold()},
+        ).fetchone()
+        return row is not None
+
+    def key_of(self, note_id: str) -> str | None:
+        """The identity key `note_id` was indexed with, or None if it is not indexed."""
+        with self._lock:
+            row = (
+                self._connection()
+                .execute("SELECT key FROM doc WHERE id = ?", (note_id,))
+                .fetchone()
+            )
+        return None if row is None else str(row[0])
+
+    def tag_rows(self) -> list[tuple[str, str, str, str]]:
+        """(id, key, tag case-folded, tag as written) of every tag of every note, by id (the
+        caller re-checks each note before it counts)."""
+        with self._lock:
+            rows = self._connection().execute(
+                "SELECT doc.id, doc.key, tag.folded, tag.shown FROM tag"
+                " JOIN doc ON doc.rid = tag.rid ORDER BY doc.id, tag.folded"
+            ).fetchall()
+        return [(str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+    def tagged(self, tag: str, limit: int) -> list[tuple[str, str, str]]:
+        """(id, key, title) of the notes with `tag` or a tag nested in it, by id."""
+        with self._lock:
+            rows = (
+                self._connection()
+                .execute(
+                    _TAGGED,
+                    {"tag": tag.casefold(), "limit": limit},
+                )
+                .fetchall()
+            )
+        return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def links_from(self, note_id: str) -> list[LinkOut]:
+        with self._lock:
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT target, heading, embed FROM link JOIN doc ON doc.rid = link.rid"
+                    " WHERE doc.id = ? ORDER BY n",
+                    (note_id,),
+                )
+                .fetchall()
+            )
+        return [LinkOut(str(r[0]), r[1], bool(r[2])) for r in rows]
+
+    def links_named(self, stem: str, limit: int) -> list[tuple[str, str, str]]:
+        """(source id, source key, target) of the links whose target's file name is `stem`
+        (case-folded, without .md): the candidates for a note's backlinks."""
+        with self._lock:
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT DISTINCT doc.id, doc.key, link.target FROM link"
+                    " JOIN doc ON doc.rid = link.rid WHERE link.name = ? ORDER BY doc.id LIMIT ?",
+                    (stem, limit),
+                )
+                .fetchall()
+            )
+        return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def has(self, note_id: str) -> bool:
+        return self.key_of(note_id) is not None
+
+    def named(self, stem: str) -> list[str]:
+        """Ids of the notes whose file name (case-folded, without .md) is `stem`, shortest
+        path first, then by id."""
+        with self._lock:
+            rows = (
+                self._connection().execute("SELECT id FROM doc WHERE stem = ?", (stem,)).fetchall()
+            )
+        return sorted((str(r[0]) for r in rows), key=lambda i: (i.count("/"), i))
+
+    def size_bytes(self) -> int:
+        """The index's size on disk (its database pages)."""
+        with self._lock:
+            conn = self._connection()
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            return int(pages) * int(conn.execute("PRAGMA page_size").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:

@@ -8,15 +8,28 @@ in that order first (a sentence a person remembers). Every word is quoted
 for FTS5, so no character a person types is FTS5 syntax (AND, NEAR, column filters,
 parentheses): a query can only ever match words.
 
+Scripts written without spaces (Han, kana, Hangul syllables): unicode61 would keep a whole run
+of them as one token, so a word inside a sentence could never be found. `segment` puts an
+invisible separator (U+2060, which unicode61 does not take for a letter) around each such
+character, in the index and in the query alike; a query word holding them becomes a phrase of
+its characters, which matches them adjacent and in order anywhere in a run. `unsegment` removes
+the separators from snippets again.
+
 Guarantees: `match_expression` returns None when the query holds no word (nothing to search),
 else an expression FTS5 accepts for any input. Does not: stem ("plans" does not find "plan"),
-or split scripts written without spaces into words (unicode61 keeps such a run as one token).
+or segment scripts with combining marks and no spaces (Thai, Khmer).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
+SEPARATOR = "\u2060"
+MARK_START, MARK_END = "\x02", "\x03"  # snippet markers, turned into ** by `unsegment`
+_SPACELESS = re.compile(
+    "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f]"
+)
 _TOKEN = re.compile(r'"([^"]*)"|(\w+)', re.UNICODE)
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
@@ -24,12 +37,52 @@ MAX_TERMS = 32
 PREFIX_UP_TO = 3
 
 
+def segment(text: str) -> str:
+    """`text` with each character of a script written without spaces set apart (see above)."""
+    if _SPACELESS.search(text) is None:
+        return text
+    return _SPACELESS.sub(lambda m: SEPARATOR + m.group() + SEPARATOR, text)
+
+
+def unsegment(snippet: str) -> str:
+    """A snippet as the note has it, on one line: separators gone, runs of white space made one
+    space, matched words marked **like this**."""
+    text = " ".join(snippet.replace(SEPARATOR, "").split())
+    text = text.replace(MARK_END + MARK_START, "")
+    return text.replace(MARK_START, "**").replace(MARK_END, "**")
+
+
 def _quoted(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
+    return '"' + segment(text).replace('"', '""') + '"'
 
 
-def match_expression(query: str) -> str | None:
-    """The FTS5 expression for `query` (see the module docstring), or None."""
+def words_of(query: str) -> list[str]:
+    """The query's plain words (not its quoted phrases), lower-cased, each once, in order."""
+    out: list[str] = []
+    for m in _TOKEN.finditer(normal(query)):
+        word = m.group(2)
+        if word is not None and word.lower() not in out:
+            out.append(word.lower())
+    return out
+
+
+def word_expression(word: str) -> str:
+    """The FTS5 expression of one plain word (as `match_expression` writes it, no prefix)."""
+    return _quoted(word)
+
+
+def normal(query: str) -> str:
+    """The query in NFC: a word typed or pasted decomposed ("cre\u0300me", as macOS writes
+    names) is one word, as unicode61 reads it in the notes, not "cre" and "me"."""
+    return unicodedata.normalize("NFC", query)
+
+
+def match_expression(query: str, skip: frozenset[str] = frozenset()) -> str | None:
+    """The FTS5 expression for `query` (see the module docstring), or None. The words in `skip`
+    (lower-cased) are left out of the "any of the words" part, not out of phrases: index.py
+    skips words most notes hold, which BM25 gives no weight but which cost a look at most
+    notes."""
+    query = normal(query)
     terms: list[str] = []
     matches = list(_TOKEN.finditer(query))
     typing = len(matches) <= PREFIX_UP_TO  # a short query is still being typed; a long one
@@ -42,7 +95,9 @@ def match_expression(query: str) -> str | None:
                 terms.append(_quoted(" ".join(words)))
             continue
         last = n == len(matches) - 1 and m.end() == len(query.rstrip()) and len(word) >= 2
-        last = last and typing
+        last = last and typing and _SPACELESS.search(word) is None  # a phrase has no prefix
+        if word.lower() in skip:
+            continue
         terms.append(_quoted(word) + ("*" if last else ""))
         if len(terms) >= MAX_TERMS:
             break
@@ -52,6 +107,26 @@ def match_expression(query: str) -> str | None:
     return " OR ".join(terms) if terms else None
 
 
+MAX_GRAMS = 24
+GRAM_WORDS = 4
+
+
+def name_grams(query: str) -> list[str]:
+    """The runs of the query's words (of up to `GRAM_WORDS` words; a lone word of at least two
+    letters) that a note's title, file name or alias may be, shorter than the whole query (which
+    is `plain`), as `plain` text: "extract a tar archive" -> ["extract", "tar", "archive",
+    "extract a", ...]. A note named by one of them is what a person asking for it often means."""
+    words = [w.lower() for w in _WORD.findall(normal(query))]
+    grams: list[str] = []
+    for size in range(1, min(GRAM_WORDS, len(words) - 1) + 1):
+        for start in range(len(words) - size + 1):
+            gram = " ".join(words[start : start + size])
+            if (size > 1 or len(gram) >= 2) and gram not in grams:
+                grams.append(gram)
+    return grams[:MAX_GRAMS]
+
+
 def plain(query: str) -> str:
-    """The query's words, lower-cased and joined by single spaces (to compare with titles)."""
-    return " ".join(w.lower() for w in _WORD.findall(query))
+    """The query's words, lower-cased and joined by single spaces (to compare with titles; both
+    in NFC)."""
+    return " ".join(w.lower() for w in _WORD.findall(normal(query)))

@@ -42,6 +42,7 @@ from ..fs import (
     TooLarge,
 )
 from ..fs.errors import ResourceError
+from ..fs.watch import FolderWatch
 from ..lexical import LexicalError, NoteId, WorkspacePath, validate_folder, validate_note_id
 from ..policy import AccessDenied, Operation, Policy, Principal, Workspace
 from ..protocol.cancel import checkpoint
@@ -64,6 +65,7 @@ class NoteRoot(Protocol):
     def read_note(self, relpath: str, *, max_bytes: int = ...) -> tuple[bytes, Identity]: ...
     def read_part(self, relpath: str, offset: int, length: int) -> tuple[bytes, Identity]: ...
     def stat_note(self, relpath: str) -> Identity: ...
+    def note_entry(self, relpath: str) -> os.stat_result | None: ...
     def create_note(self, relpath: str, data: bytes) -> Identity: ...
     def update_note(
         self, relpath: str, data: bytes, *, expected: Identity | None = None
@@ -75,6 +77,8 @@ class NoteRoot(Protocol):
         *,
         after: str | None = None,
         on_skip: Callable[[str, str], None] | None = None,
+        recursive: bool = True,
+        on_folder: Callable[[str, int], None] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]: ...
 
 
@@ -167,7 +171,7 @@ class NotesEnv:
         self.ids = ids if ids is not None else IdRules()
         self.cache = NoteCache()
         self._index_dir = index_dir  # the state folder (the replay database's); None: in memory
-        self._indexes: dict[str, NoteIndex] = {}
+        self._indexes: dict[str, tuple[NoteIndex, FolderWatch, threading.Lock]] = {}
         self._indexes_lock = threading.Lock()
         self._logged_skips: set[tuple[str, str]] = set()
         self._skips_lock = threading.Lock()
@@ -194,24 +198,44 @@ class NotesEnv:
         *,
         after: str | None = None,
         skipped: Skipped | None = None,
+        recursive: bool = True,
+        on_folder: Callable[[str, int], None] | None = None,
+        on_skip: Callable[[str, str], None] | None = None,
     ) -> Iterator[tuple[str, os.stat_result]]:
-        """(id, lstat) of every servable note beneath ``folder``, in id order (see the module
-        docstring). FsError about ``folder`` itself surfaces on the first ``next()``."""
+        """(id, lstat) of every servable note beneath ``folder`` (only directly in it, with
+        ``recursive=False``), in id order (see the module docstring); ``on_folder`` as for
+        `WorkspaceRoot.iter_notes`, ``on_skip(id, reason)`` told of each name left out.
+        FsError about ``folder`` itself surfaces on the first ``next()``."""
         verdict = self._verdict
         name = ws.workspace.name
 
         def left_out(note_id: str, reason: str) -> None:
             if skipped is not None:
                 skipped[reason] += 1
+            if on_skip is not None:
+                on_skip(note_id, reason)
             self._log_skip(name, note_id, reason)
 
-        for note_id, st in ws.root.iter_notes(folder, after=after, on_skip=left_out):
+        listing = ws.root.iter_notes(
+            folder, after=after, on_skip=left_out, recursive=recursive, on_folder=on_folder
+        )
+        for note_id, st in listing:
             checkpoint()  # a cancelled request stops here (protocol/cancel.py)
             reason = verdict(note_id)  # rules that rewrite an id would list another note: skip
             if reason is None:
                 yield note_id, st
             else:
                 left_out(note_id, reason)
+
+    def note_entry(self, ws: Opened, note_id: str) -> os.stat_result | None:
+        """The lstat of ``note_id`` if `notes` would list it (the filesystem layer's rules for
+        one entry, then the id rules), else None."""
+        if self._verdict(note_id) is not None:
+            return None
+        try:
+            return ws.root.note_entry(note_id)
+        except FsError:
+            return None
 
     def _log_skip(self, workspace: str, note_id: str, reason: str) -> None:
         key = (workspace, note_id)
@@ -227,19 +251,21 @@ class NotesEnv:
             reason,
         )
 
-    def index(self, ws: Opened) -> NoteIndex:
-        """The full-text index of `ws` (fs_notes/search/index.py), opened on first use: a file
-        in the state folder named by a digest of the workspace's name and path."""
+    def index(self, ws: Opened) -> tuple[NoteIndex, FolderWatch, threading.Lock]:
+        """The index of `ws` (fs_notes/search/index.py), its folder watch (fs/watch.py) and the
+        lock that serializes its refreshes (tools/indexed.py keeps it current), opened on first
+        use: a file in the state folder named by a digest of the workspace's name and path."""
         name = ws.workspace.name
         with self._indexes_lock:
-            index = self._indexes.get(name)
-            if index is None:
+            state = self._indexes.get(name)
+            if state is None:
                 path = None
                 if self._index_dir is not None:
                     digest = hashlib.sha256(f"{name}\0{ws.workspace.path}".encode()).hexdigest()
                     path = os.path.join(self._index_dir, f"search-{digest[:16]}.sqlite3")
-                index = self._indexes[name] = NoteIndex(path)
-            return index
+                index = NoteIndex(path, label=f"workspace {name}")
+                state = self._indexes[name] = (index, FolderWatch(), threading.Lock())
+            return state
 
     def note_id(self, raw: str) -> str:
         """A client-supplied note id, checked by the id rules (ToolFailure if refused)."""

@@ -48,7 +48,7 @@ from ..protocol.meta import require_form_elicitation
 from ..protocol.models import CallToolResult, InputRequiredResult, TextContent
 from ..render import shown, shown_id
 from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded
-from .read_tools import load_note, stat_key
+from .loading import load_note, stat_key
 from .registry import WORKSPACE_URI, ToolSpec
 
 log = logging.getLogger("fs_notes.delete")
@@ -262,9 +262,7 @@ class DeleteTool:
                 raise _refuse_state("nonce already spent") from None
             # The sealed candidates, each with its title as found now (titles are not sealed).
             titles = {c.id: c.title for c in find_candidates(self.env, ws, args["title"])}
-            sealed = [
-                replace(c, title=titles.get(c.id)) for c in candidates_from_payload(payload)
-            ]
+            sealed = [replace(c, title=titles.get(c.id)) for c in candidates_from_payload(payload)]
             return InputRequiredResult(
                 input_requests=input_request(args["workspaceUri"], args["title"], sealed),
                 request_state=str(call.params.get("requestState")),

@@ -9,11 +9,16 @@ one note of that file name anywhere in the workspace (case-insensitively; severa
 whose path is shortest, then first by id). A link that resolves to nothing is reported as it was
 written, unresolved. Backlinks are the notes whose links resolve to the note.
 
-Containment: links are resolved only against the workspace's own listing (the filesystem
-layer's, the same as notes_list): a link is never opened, stat'ed or followed on disk, so
+Links are kept in the workspace's index (fs_notes/search/index.py, brought up to date first by
+tools/indexed.py); backlinks are found among the links whose target has the note's file name.
+
+Containment: links are resolved only against the index's ids, which the filesystem layer listed
+(the same as notes_list): a link is never opened, stat'ed or followed on disk, so
 `[x](../../outside/secret.md)` or a link to a symlinked note resolves to nothing. Work is bounded
 (`MAX_LINKS_PER_NOTE`). Does not: resolve links to headings or blocks inside the target (the
-`#Heading` part is kept as `heading`), or attachments that are not notes.
+`#Heading` part is kept as `heading`), or attachments that are not notes. Every note it names in
+a result as existing (the note asked about, each resolved link, each backlink) is re-checked
+through the filesystem layer first.
 """
 
 from __future__ import annotations
@@ -24,18 +29,25 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from ..fs import FsError
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
 from ..render import isolated, shown, shown_id
-from .context import NotesEnv, ToolFailure, fs_message, guarded
+from ..search.index import NoteIndex, stem_of
+from .context import NotesEnv, ToolFailure, guarded
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .titles import front_matter_block
 
 MAX_LINKS_PER_NOTE = 1000
 MAX_LISTED = 1000
+MAX_CANDIDATES = 20_000  # links whose target has the note's file name, examined for backlinks
 _WIKI = re.compile(r"(!?)\[\[([^\[\]\n]{1,512})\]\]")
-_MARKDOWN = re.compile(r"(!?)\[[^\]\n]*\]\(\s*<?([^)\s>]{1,2048})>?(?:\s+\"[^\"]*\")?\s*\)")
+# Linear on any line: the link text holds brackets only as balanced pairs one deep (so a scan
+# from a "[" stops at the next unpaired one), the target holds no bracket or parenthesis (so it
+# stops at the next link), and every repeat is possessive (no backtracking over a run).
+_MARKDOWN = re.compile(
+    r"(!?)\[(?:[^\[\]\n]|\[[^\[\]\n]*+\])*+\]"
+    r"\(\s*+<?([^()\[\]\s<>]{1,2048}+)>?(?:\s++\"[^\"]*+\")?\s*+\)"
+)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 
 
@@ -50,15 +62,20 @@ def links_of(text: str) -> list[Link]:
     """The links of a note's text, in order (outside code)."""
     _, body = front_matter_block(text)
     out: list[Link] = []
+    if "[" not in body:
+        return out
     fence: str | None = None
+    fences = "```" in body or "~~~" in body
     for line in body.splitlines():
-        marker = line.lstrip()[:3]
-        if marker in ("```", "~~~"):
-            fence = None if fence == marker else (fence or marker)
+        if fences and ("`" in line or "~" in line):
+            marker = line.lstrip()[:3]
+            if marker in ("```", "~~~"):
+                fence = None if fence == marker else (fence or marker)
+                continue
+        if fence is not None or "[" not in line or line.startswith(("    ", "\t")):
             continue
-        if fence is not None or line.startswith(("    ", "\t")):
-            continue
-        line = _INLINE_CODE.sub(" ", line)
+        if "`" in line:
+            line = _INLINE_CODE.sub(" ", line)
         found: list[tuple[int, Link]] = []
         for m in _WIKI.finditer(line):
             inner = m.group(2).split("|", 1)[0]
@@ -82,14 +99,11 @@ def links_of(text: str) -> list[Link]:
 
 
 class Resolver:
-    """Resolution against one listing of note ids (never the disk)."""
+    """Resolution against the index's ids (never the disk): `has(id)` and `named(stem)` (the
+    ids of that case-folded file name, shortest path first, then by id)."""
 
-    def __init__(self, ids: list[str]) -> None:
-        self.ids = set(ids)
-        self.by_name: dict[str, list[str]] = {}
-        for note_id in sorted(ids, key=lambda i: (i.count("/"), i)):
-            stem = note_id.rsplit("/", 1)[-1].removesuffix(".md").casefold()
-            self.by_name.setdefault(stem, []).append(note_id)
+    def __init__(self, index: NoteIndex) -> None:
+        self._index = index
 
     def resolve(self, source: str, target: str) -> str | None:
         folder = posixpath.dirname(source)
@@ -99,47 +113,45 @@ class Resolver:
             if path.startswith("../") or path == ".." or path.startswith("/"):
                 continue  # out of the workspace: resolves to nothing
             for candidate in (path, path + ".md"):
-                if candidate in self.ids:
+                if self._index.has(candidate):
                     return candidate
         if "/" not in target:
-            named = self.by_name.get(target.removesuffix(".md").casefold())
+            named = self._index.named(stem_of(target))
             if named:
                 return named[0]
         return None
 
 
 def build(env: NotesEnv) -> list[ToolSpec]:
-    from .read_tools import load_note
+    from .indexed import current
 
     @guarded
     def notes_links(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         ws = env.open(call, args["workspaceUri"], "read")
         note_id = env.note_id(args["id"])
-        texts: dict[str, str] = {}
-        try:
-            for listed, st in env.notes(ws):
-                try:
-                    note = load_note(env, ws, listed, st)
-                except FsError:
+        indexed = current(env, ws)
+        index = indexed.index
+        with indexed.answering():
+            key = index.key_of(note_id)
+            if key is None or not indexed.recheck(note_id, key):
+                raise ToolFailure(f"note not found: {shown_id(note_id, 300)}")
+            resolver = Resolver(index)
+            outgoing: list[dict[str, Any]] = [
+                {"target": link.target, "heading": link.heading, "embed": link.embed,
+                 "id": indexed.resolved(resolver.resolve(note_id, link.target))}
+                for link in index.links_from(note_id)[:MAX_LISTED]
+            ]  # fmt: skip
+            backlinks: list[str] = []
+            candidates = index.links_named(stem_of(note_id), MAX_CANDIDATES)
+            for source, source_key, target in candidates:
+                if source == note_id or (backlinks and backlinks[-1] == source):
                     continue
-                if note.text is not None:
-                    texts[listed] = note.text
-        except FsError as exc:
-            raise ToolFailure(fs_message(exc, "(workspace root)")) from None
-        if note_id not in texts:
-            raise ToolFailure(f"note not found: {shown_id(note_id, 300)}")
-        resolver = Resolver(list(texts))
-        outgoing: list[dict[str, Any]] = [
-            {"target": link.target, "heading": link.heading, "embed": link.embed,
-             "id": resolver.resolve(note_id, link.target)}
-            for link in links_of(texts[note_id])
-        ][:MAX_LISTED]  # fmt: skip
-        backlinks = sorted(
-            other
-            for other, text in texts.items()
-            if other != note_id
-            and any(resolver.resolve(other, link.target) == note_id for link in links_of(text))
-        )[:MAX_LISTED]
+                if resolver.resolve(source, target) == note_id and indexed.recheck(
+                    source, source_key
+                ):
+                    backlinks.append(source)
+                    if len(backlinks) >= MAX_LISTED:
+                        break
         lines = [f"links from {isolated(shown_id(note_id))}:"]
         lines += [
             f"- {isolated(shown(str(o['target'])))} -> "

@@ -18,8 +18,7 @@ TEXT_BUDGET_BYTES = 256 << 20
 class CachedNote:
     key: tuple[int, int, int, int, int]
     title: str
-    text: str | None  # None when over the budget, or when the note is over its read limit
-    lowered: str | None  # text.lower(), the same way
+    text: str | None  # None when over the budget, not kept, or the note is over its read limit
     text_bytes: int
     large: bool = False  # over the workspace's read limit: the title comes from its first bytes
 
@@ -44,20 +43,22 @@ class NoteCache:
         key: tuple[int, int, int, int, int],
         title: str,
         text: str | None,
+        *,
+        keep_text: bool = True,
     ) -> CachedNote:
-        """Remember a note's title, and its text if it fits the budget (``text`` None: a note
-        over its read limit, of which only the title is known)."""
+        """Remember a note's title, and its text if it fits the budget and ``keep_text``
+        (``text`` None: a note over its read limit, of which only the title is known)."""
         size = 2 * len(text) if text is not None else 0
         with self._lock:
             old = self._entries.get((workspace, note_id))
             if old is not None:
                 self._used -= old.text_bytes
             if text is None:
-                entry = CachedNote(key, title, None, None, 0, large=True)
-            elif self._used + size > self._budget:
-                entry = CachedNote(key, title, None, None, 0)
+                entry = CachedNote(key, title, None, 0, large=True)
+            elif not keep_text or self._used + size > self._budget:
+                entry = CachedNote(key, title, None, 0)
             else:
-                entry = CachedNote(key, title, text, text.lower(), size)
+                entry = CachedNote(key, title, text, size)
             self._entries[(workspace, note_id)] = entry
             self._used += entry.text_bytes
         return entry

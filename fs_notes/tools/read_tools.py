@@ -18,22 +18,23 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from ..fs import FsError, Identity, TooLarge
+from ..fs import FsError
 from ..policy import READ_LIMIT_RANGE
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
 from ..render import isolated, shown, shown_id
 from .context import NotesEnv, Opened, Skipped, ToolFailure, fs_message, guarded
+from .indexed import current
+from .loading import load_note, whole_utf8
 from .notecache import CachedNote
+from .properties import aliases_of, properties_of
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .tags import tags_of
-from .titles import TITLE_SCAN_CHARS, title_of
 
 LIST_PAGE_DEFAULT = 100
 LIST_PAGE_MAX = 1000
 SEARCH_LIMIT_DEFAULT = 20
 SEARCH_LIMIT_MAX = 100
-SNIPPET_CHARS = 160
 MIN_PART = 4  # bytes: one whole UTF-8 character always fits, so nextOffset always moves on
 MAX_OFFSET = (1 << 62) - 1
 
@@ -42,60 +43,6 @@ def iso_time(ns: int) -> str:
     return (
         datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     )
-
-
-def _key(ident: Identity) -> tuple[int, int, int, int, int]:
-    return (ident.dev, ident.ino, ident.size, ident.mtime_ns, ident.ctime_ns)
-
-
-def stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
-    """The identity of a listed note as a cache key (the fields of ``Identity.of(st)``)."""
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def whole_utf8(data: bytes, *, at_start: bool, at_end: bool) -> tuple[int, int]:
-    """(start, end) of the longest run of ``data`` made of whole UTF-8 sequences: up to three
-    continuation bytes dropped at the front (unless ``at_start``) and an incomplete sequence at
-    the back (unless ``at_end``)."""
-    start = 0
-    if not at_start:
-        while start < min(3, len(data)) and 0x80 <= data[start] <= 0xBF:
-            start += 1
-    end = len(data)
-    if not at_end:
-        for back in range(1, min(4, end - start) + 1):
-            byte = data[end - back]
-            if byte < 0x80:
-                break
-            if byte >= 0xC0:  # a lead byte: keep its sequence only if it is complete
-                need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-                if back < need:
-                    end -= back
-                break
-    return start, end
-
-
-def load_note(
-    env: NotesEnv, ws: Opened, note_id: str, st: os.stat_result | Identity | None
-) -> CachedNote:
-    """The cached title/text of a note, (re)reading it through the root handle when needed
-    (``st``: the note's lstat or Identity, whose fields key the cache). A note over the
-    workspace's read limit is cached with its title only (``large``)."""
-    if st is not None:
-        key = _key(st) if isinstance(st, Identity) else stat_key(st)
-        hit = env.cache.get(ws.workspace.name, note_id, key)
-        if hit is not None and (hit.text is not None or hit.large):
-            return hit
-    name = note_id.rsplit("/", 1)[-1]
-    try:
-        data, ident = ws.root.read_note(note_id, max_bytes=ws.workspace.read_limit)
-    except TooLarge:
-        head, ident = ws.root.read_part(note_id, 0, 4 * TITLE_SCAN_CHARS)
-        _, end = whole_utf8(head, at_start=True, at_end=False)
-        title = title_of(head[:end].decode("utf-8", errors="replace"), name)
-        return env.cache.put(ws.workspace.name, note_id, _key(ident), title, None)
-    text = data.decode("utf-8", errors="replace")
-    return env.cache.put(ws.workspace.name, note_id, _key(ident), title_of(text, name), text)
 
 
 def _size(n: int) -> str:
@@ -171,7 +118,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         lines = []
         for note_id, st in page:
             try:
-                note = load_note(env, ws, note_id, st)
+                note = load_note(env, ws, note_id, st, need_text=False)
             except FsError:  # vanished or replaced since the listing, or unreadable: counted
                 skipped["unreadable"] += 1
                 continue
@@ -220,9 +167,12 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         if note.large:
             raise ToolFailure(too_large(note_id, note.key[2], ws.workspace.read_limit))
         data = note.text if note.text is not None else _reread(ws, note_id)
+        properties = properties_of(data)
+        structured = {"id": note_id, "title": note.title, "content": data,
+                      "tags": tags_of(data), "aliases": aliases_of(properties),
+                      "properties": properties}  # fmt: skip
         return CallToolResult(
-            content=[TextContent(text=data)],
-            structured_content={"id": note_id, "title": note.title, "content": data},
+            content=[TextContent(text=data)], structured_content=structured
         ).wire()
 
     @guarded
@@ -236,35 +186,18 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         limit = int(args.get("limit", SEARCH_LIMIT_DEFAULT))
         folder = env.folder(args.get("folder", ""))
         offset = _search_offset(args.get("cursor"))
-        index = env.index(ws)
-
-        def load(note_id: str) -> tuple[str, str, list[str]] | None:
-            try:
-                note = load_note(env, ws, note_id, None)
-            except FsError:
-                return None
-            if note.large:
-                return note.title, "", []
-            text = note.text if note.text is not None else _reread(ws, note_id)
-            return note.title, text, tags_of(text)
-
-        try:  # the whole workspace: a folder narrows the search, not what the index holds
-            index.refresh(_whole(env, ws), load)
-        except FsError as exc:
-            raise ToolFailure(fs_message(exc, "(workspace root)")) from None
-        matches: list[dict[str, Any]] = []
+        indexed = current(env, ws)  # the whole workspace: a folder narrows the search only
         tag = str(args.get("tag", "")).lstrip("#")
-        hits = index.search(query, limit=limit + 1, offset=offset, folder=folder, tag=tag)
-        for hit in hits[:limit]:
-            try:  # the index is a cache: the filesystem layer has the last word
-                now = _index_key(_key(ws.root.stat_note(hit.id)))
-            except FsError:
-                now = None
-            if now != hit.key:
-                index.forget(hit.id)
-                continue
-            matches.append({"id": hit.id, "title": hit.title, "snippet": hit.snippet,
-                            "score": round(-hit.score, 4)})  # fmt: skip
+        with indexed.answering():
+            hits = indexed.index.search(
+                query, limit=limit + 1, offset=offset, folder=folder, tag=tag
+            )
+            matches: list[dict[str, Any]] = [
+                {"id": hit.id, "title": hit.title, "snippet": hit.snippet,
+                 "score": round(-hit.score, 4)}
+                for hit in hits[:limit]
+                if indexed.recheck(hit.id, hit.key)  # a cache: the filesystem layer decides
+            ]  # fmt: skip
         structured: dict[str, Any] = {"matches": matches}
         if len(hits) > limit:
             structured["nextCursor"] = str(offset + limit)
@@ -317,7 +250,8 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             name="notes_read",
             title="Read a note",
             description="Read one note's markdown content by id (whole, or a part of it with "
-            "offset and length in bytes).",
+            "offset and length in bytes). A whole read also gives the note's tags, aliases and "
+            "front-matter properties.",
             properties={
                 "workspaceUri": WORKSPACE_URI,
                 "id": NOTE_ID,
@@ -396,17 +330,6 @@ def _newest_first(
     return ordered[: limit + 1]
 
 
-def _index_key(key: tuple[int, ...]) -> str:
-    return ":".join(map(str, key))
-
-
-def _whole(env: NotesEnv, ws: Opened) -> Iterator[tuple[str, str]]:
-    """The whole workspace's listing as the index wants it (a folder filter narrows the search,
-    not what the index holds)."""
-    for note_id, st in env.notes(ws):
-        yield note_id, _index_key(stat_key(st))
-
-
 MAX_SEARCH_OFFSET = 10_000
 
 
@@ -431,9 +354,7 @@ def _read_part(ws: Opened, note_id: str, note: CachedNote, args: dict[str, Any])
     limit = ws.workspace.read_limit
     offset, length = int(args.get("offset", 0)), int(args.get("length", limit))
     if length > limit:
-        raise ToolFailure(
-            f"length must be at most this workspace's read limit of {limit} bytes"
-        )
+        raise ToolFailure(f"length must be at most this workspace's read limit of {limit} bytes")
     try:
         data, ident = ws.root.read_part(note_id, offset, length)
     except FsError as exc:
@@ -456,12 +377,3 @@ def _read_part(ws: Opened, note_id: str, note: CachedNote, args: dict[str, Any])
     if offset + end < ident.size:
         structured["nextOffset"] = offset + end
     return CallToolResult(content=[TextContent(text=text)], structured_content=structured).wire()
-
-
-def _snippet(text: str, lowered: str, at: int) -> str:
-    if at < 0 or len(lowered) != len(text):
-        start = 0 if at < 0 else max(0, min(at, len(text)) - SNIPPET_CHARS // 2)
-    else:
-        start = max(0, at - SNIPPET_CHARS // 2)
-    piece = " ".join(text[start : start + SNIPPET_CHARS].split())
-    return ("…" if start > 0 else "") + piece + ("…" if start + SNIPPET_CHARS < len(text) else "")

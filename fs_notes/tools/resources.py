@@ -32,7 +32,7 @@ from ..protocol.models import (
 )
 from ..render import shown, shown_id
 from .context import NotesEnv
-from .read_tools import load_note
+from .loading import load_note
 
 log = logging.getLogger("fs_notes.tools")
 PAGE = 200
@@ -75,7 +75,7 @@ def build(env: NotesEnv) -> tuple[Any, Any]:
                     break
                 try:
                     uri = note_uri(ws.base, NoteId(tuple(note_id.split("/"))))
-                    title = load_note(env, ws, note_id, st).title
+                    title = load_note(env, ws, note_id, st, need_text=False).title
                 except LexicalError:  # the workspace path and the id together are too long
                     log.warning("a note has no URI within the limits: %s", shown_id(note_id, 300))
                     continue

@@ -42,7 +42,7 @@ from ..protocol.meta import require_sampling
 from ..protocol.models import CallToolResult, InputRequiredResult, TextContent
 from ..render import json_shown, shown, shown_id
 from .context import NotesEnv, Opened, ToolFailure, guarded, note_id_arg
-from .read_tools import load_note, whole_utf8
+from .loading import load_note, whole_utf8
 from .registry import WORKSPACE_URI, ToolSpec
 
 log = logging.getLogger("fs_notes.summarize")
@@ -308,9 +308,7 @@ class SummarizeTool:
         require_sampling(call.meta.capabilities)
         candidates = find_candidates(self.env, ws, args["query"])
         if not candidates:
-            raise ToolFailure(
-                f'no note in this workspace mentions "{shown(args["query"], 256)}"'
-            )
+            raise ToolFailure(f'no note in this workspace mentions "{shown(args["query"], 256)}"')
         state = self._seal(call, args, ws, PICK, rounds, candidates=[c.id for c in candidates])
         return InputRequiredResult(
             input_requests={PICK_KEY: pick_request(args["query"], candidates)},

@@ -8,27 +8,27 @@ least one character that is not a digit (`#2024` is not a tag). Tags compare cas
 and are shown as first met.
 
 `notes_tags` lists them with counts, or, given a tag, the notes that carry it (a nested tag's
-parent counts its children: `#project` finds `#project/alpha`). Everything is read through the
-same listing and the same filesystem layer as `notes_list` and `notes_read`.
+parent counts its children: `#project` finds `#project/alpha`). Tags are kept in the workspace's
+index (fs_notes/search/index.py), brought up to date from the same listing and the same
+filesystem layer as `notes_list` and `notes_read` first (tools/indexed.py); each note listed for a
+tag is re-checked through the filesystem layer.
 
 Guarantees: work is bounded (at most `MAX_TAGS_PER_NOTE` per note, `MAX_TAG_CHARS` each; the front
-matter is composed, never constructed). Does not: index tags for ranking (search does not yet
-use them), or read tags from notes over their workspace's read limit.
+matter is composed, never constructed). Does not: read tags from notes over their workspace's
+read limit.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Any
 
 import yaml
 
-from ..fs import FsError
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
 from ..render import isolated, shown, shown_id
-from .context import NotesEnv, ToolFailure, fs_message, guarded
+from .context import NotesEnv, ToolFailure, guarded
 from .registry import WORKSPACE_URI, ToolSpec
 from .titles import front_matter_block, front_matter_node
 
@@ -69,16 +69,21 @@ def _front_matter_tags(text: str) -> list[str]:
 
 def _inline_tags(body: str) -> list[str]:
     out: list[str] = []
+    if "#" not in body:
+        return out
     fence: str | None = None
+    fences = "```" in body or "~~~" in body
     for line in body.splitlines():
-        stripped = line.lstrip()
-        marker = stripped[:3]
-        if marker in ("```", "~~~"):
-            fence = None if fence == marker else (fence or marker)
+        if fences and ("`" in line or "~" in line):
+            marker = line.lstrip()[:3]
+            if marker in ("```", "~~~"):
+                fence = None if fence == marker else (fence or marker)
+                continue
+        if fence is not None or "#" not in line or line.startswith(("    ", "\t")):
             continue
-        if fence is not None or line.startswith(("    ", "\t")):
-            continue
-        for m in _TAG.finditer(_INLINE_CODE.sub(" ", line)):
+        if "`" in line:
+            line = _INLINE_CODE.sub(" ", line)
+        for m in _TAG.finditer(line):
             tag = _valid(m.group(1))
             if tag is not None:
                 out.append(tag)
@@ -96,13 +101,8 @@ def tags_of(text: str) -> list[str]:
     return list(seen.values())
 
 
-def _carries(tags: list[str], wanted: str) -> bool:
-    want = wanted.casefold()
-    return any(t.casefold() == want or t.casefold().startswith(want + "/") for t in tags)
-
-
 def build(env: NotesEnv) -> list[ToolSpec]:
-    from .read_tools import load_note
+    from .indexed import current
 
     @guarded
     def notes_tags(call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -110,38 +110,35 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         wanted = args.get("tag")
         if wanted is not None and _valid(wanted) is None:
             raise ToolFailure("not a tag: letters, digits, _, - and / (and not only digits)")
-        counts: Counter[str] = Counter()
-        shown_as: dict[str, str] = {}
-        notes: list[dict[str, str]] = []
-        try:
-            for note_id, st in env.notes(ws):
-                try:
-                    note = load_note(env, ws, note_id, st)
-                except FsError:
-                    continue
-                if note.text is None:
-                    continue  # over the read limit: its tags are not read
-                tags = tags_of(note.text)
-                if wanted is not None:
-                    if _carries(tags, str(wanted).lstrip("#")) and len(notes) < MAX_LISTED:
-                        notes.append({"id": note_id, "title": note.title})
-                    continue
-                for tag in tags:
-                    counts[tag.casefold()] += 1
-                    shown_as.setdefault(tag.casefold(), tag)
-        except FsError as exc:
-            raise ToolFailure(fs_message(exc, "(workspace root)")) from None
-        if wanted is not None:
-            lines = [f"- {isolated(shown_id(n['id']))}: {isolated(shown(n['title']))}"
-                     for n in notes] or ["(no notes with that tag)"]  # fmt: skip
-            structured: dict[str, Any] = {"tag": str(wanted).lstrip("#"), "notes": notes}
-        else:
-            top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_LISTED]
-            tags_out: list[dict[str, Any]] = [{"tag": shown_as[k], "count": n} for k, n in top]
-            lines = [f"- #{isolated(shown(str(t['tag'])))} ({t['count']})" for t in tags_out] or [
-                "(no tags)"
-            ]
-            structured = {"tags": tags_out}
+        indexed = current(env, ws)
+        index = indexed.index
+        checked: set[str] = set()
+        refused: set[str] = set()
+        with indexed.answering():
+            if wanted is not None:
+                tag = str(wanted).lstrip("#").strip("/")
+                notes = [{"id": note_id, "title": title}
+                         for note_id, key, title in index.tagged(tag, MAX_LISTED)
+                         if indexed.recheck(note_id, key)]  # fmt: skip
+                lines = [f"- {isolated(shown_id(n['id']))}: {isolated(shown(n['title']))}"
+                         for n in notes] or ["(no notes with that tag)"]  # fmt: skip
+                structured: dict[str, Any] = {"tag": tag, "notes": notes}
+            else:
+                counts: dict[str, list[Any]] = {}  # folded -> [as first met, notes]
+                for note_id, key, folded, shown_as in index.tag_rows():
+                    if note_id in checked or (
+                        note_id not in refused and indexed.recheck(note_id, key)
+                    ):
+                        checked.add(note_id)
+                        counts.setdefault(folded, [shown_as, 0])[1] += 1
+                    else:
+                        refused.add(note_id)
+                top = sorted(counts.items(), key=lambda kv: (-kv[1][1], kv[0]))[:MAX_LISTED]
+                tags_out: list[dict[str, Any]] = [{"tag": t, "count": n} for _, (t, n) in top]
+                lines = [
+                    f"- #{isolated(shown(str(t['tag'])))} ({t['count']})" for t in tags_out
+                ] or ["(no tags)"]
+                structured = {"tags": tags_out}
         return CallToolResult(
             content=[TextContent(text="\n".join(lines))], structured_content=structured
         ).wire()

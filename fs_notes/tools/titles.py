@@ -29,8 +29,9 @@ TITLE_SCAN_CHARS = 256 << 10
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-_ATX = re.compile(r" {0,3}#(?:[ \t]+(.*?))?[ \t]*$")
-_ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+# No pattern here backtracks over a run of one character class (a line of 100,000 spaces is
+# matched in one pass): trailing blanks and a closing "###" are removed in Python.
+_ATX = re.compile(r" {0,3}#(?:[ \t]+(.*))?$")
 _SETEXT_1 = re.compile(r" {0,3}=+[ \t]*$")
 _BLOCK_START = re.compile(r" {0,3}(?:[#>]|[-*+][ \t]|\d{1,9}[.)][ \t]|<)")
 _STR_TAG = "tag:yaml.org,2002:str"
@@ -108,6 +109,16 @@ def front_matter_node(text: str) -> yaml.MappingNode | None:
     return node if isinstance(node, yaml.MappingNode) else None
 
 
+def _without_closing(text: str) -> str:
+    """An ATX heading's text without trailing blanks and its closing sequence of #s (which
+    counts only after a blank, or as the whole text: "# C#" is "C#")."""
+    text = text.strip()
+    bare = text.rstrip("#")
+    if bare != text and (not bare or bare[-1] in " \t"):
+        return bare.strip()
+    return text
+
+
 def first_heading(body: str) -> str | None:
     """The first level-1 ATX or setext heading of ``body`` outside code, cleaned; or None."""
     fence: str | None = None
@@ -129,7 +140,7 @@ def first_heading(body: str) -> str | None:
             continue  # indented code
         atx = _ATX.match(line)
         if atx:
-            heading = _ATX_CLOSING.sub("", atx.group(1) or "").strip()
+            heading = _without_closing(atx.group(1) or "")
             if heading:
                 return heading
             paragraph = []
@@ -153,3 +164,36 @@ def title_of(text: str, note_name: str) -> str:
     if not title:
         title = note_name[: -len(".md")] if note_name.endswith(".md") else note_name
     return title[:MAX_TITLE_CHARS]
+
+
+MAX_HEADINGS = 500
+_ANY_ATX = re.compile(r" {0,3}#{1,6}(?:[ \t]+(.*))?$")
+
+
+def headings_of(body: str, limit: int = TITLE_SCAN_CHARS) -> list[str]:
+    """The ATX headings (any level) of ``body`` outside fenced and indented code, cleaned, in
+    order (at most ``MAX_HEADINGS``, in the first ``limit`` characters)."""
+    out: list[str] = []
+    fence: str | None = None
+    previous_blank = True
+    for line in body[:limit].splitlines():
+        if fence is not None:
+            stripped = line.strip()
+            if stripped.startswith(fence) and not stripped.strip(fence[0]):
+                fence = None
+            continue
+        opened = _FENCE.match(line)
+        if opened:
+            fence = opened.group(1)
+            continue
+        if previous_blank and line.startswith(("    ", "\t")):
+            continue  # indented code
+        previous_blank = not line.strip()
+        atx = _ANY_ATX.match(line) if "#" in line else None
+        if atx:
+            heading = _without_closing(atx.group(1) or "")
+            if heading:
+                out.append(heading[:MAX_TITLE_CHARS])
+                if len(out) >= MAX_HEADINGS:
+                    break
+    return out

@@ -1,0 +1,192 @@
+"""A workspace's index, brought up to date before every query: the door from the tools to
+fs_notes/search (notes_search, notes_tags and notes_links all come through here).
+
+`current(env, ws)` returns the workspace's `NoteIndex` after one refresh from the filesystem
+layer, the cheapest one that misses nothing:
+- the first time, or whenever the folder watch (fs/watch.py) is stale, the whole workspace is
+  listed (`NotesEnv.notes`, layer 2's walk with layer 1's id rules) and each folder the walk
+  opens is watched through the walk's own fd;
+- otherwise only the entries the watch names are looked at again (`NotesEnv.note_entry`: the
+  listing's rules for one entry) and read again even if their stat looks unchanged (an edit
+  within one clock tick), or dropped if they are no longer notes;
+- with nothing reported, nothing is looked at: a warm query touches no file until its results
+  are re-checked.
+Notes are read (`extract`) through the same root handle as notes_read: title, tags, aliases,
+headings and links come from the note's text (titles.py, tags.py, properties.py, links.py); a
+note over its workspace's read limit is indexed by its title only.
+
+Guarantees: what the index holds was listed by the filesystem layer as a servable note of this
+workspace (the index never widens what can be seen: callers still re-check each result with
+`recheck`, which stats the note through layer 2 and drops it from the index if it changed).
+Refreshes of one workspace are serialized. Does not: watch folders of roots that do not hand over
+fds (the escape exercises' knocked-out layers): those are walked on every query.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+from collections.abc import Iterator
+
+from ..fs import FsError, TooLarge
+from ..fs.watch import Changes
+from ..search.index import Extract, LinkOut
+from .context import NotesEnv, Opened, ToolFailure, fs_message
+from .links import links_of
+from .loading import ident_key, key_text, load_note, stat_key
+from .properties import aliases_of, properties_of
+from .tags import tags_of
+from .titles import front_matter_block, headings_of, title_of
+
+log = logging.getLogger("fs_notes.search")
+
+
+def extract(env: NotesEnv, ws: Opened, note_id: str) -> Extract | None:
+    """What the index keeps of one note, read through the workspace's root handle; None if it
+    cannot be read now (gone, replaced, refused). Only the title is cached (notecache.py): a
+    build must not fill the text budget with every note."""
+    try:
+        data, ident = ws.root.read_note(note_id, max_bytes=ws.workspace.read_limit)
+    except TooLarge:
+        try:
+            return Extract(load_note(env, ws, note_id, None).title)
+        except FsError:
+            return None
+    except FsError:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    title = title_of(text, note_id.rsplit("/", 1)[-1])
+    env.cache.put(ws.workspace.name, note_id, ident_key(ident), title, text, keep_text=False)
+    _, body = front_matter_block(text)
+    links = [LinkOut(link.target, link.heading, link.embed) for link in links_of(text)]
+    return Extract(
+        title=title,
+        text=text,
+        tags=tags_of(text),
+        aliases=aliases_of(properties_of(text)),
+        headings=headings_of(body),
+        links=links,
+    )
+
+
+#: SQLite result codes that mean the file is not a usable index (damaged, not SQLite, or of
+#: another shape): it is removed and built again. Every other failure (locked by another
+#: server, disk full, I/O error) is reported and retried by the next query, never rebuilt.
+_DAMAGED = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_ERROR", "SQLITE_MISMATCH"}
+
+
+def damaged(exc: sqlite3.Error) -> bool:
+    name = getattr(exc, "sqlite_errorname", "")
+    return name.startswith(tuple(_DAMAGED)) or (not name and isinstance(exc, sqlite3.DatabaseError))
+
+
+class Indexed:
+    """A workspace's index after its refresh (`current`): queries go through `answering`, and
+    every note a result names through `recheck`."""
+
+    def __init__(self, env: NotesEnv, ws: Opened) -> None:
+        self.env, self.ws = env, ws
+        self.index, self._watch, self._lock = env.index(ws)
+
+    def refresh(self) -> None:
+        with self._lock:
+            changes = self._watch.take()
+            try:
+                try:
+                    self._refresh(changes)
+                except sqlite3.DatabaseError as exc:
+                    if not damaged(exc):
+                        raise
+                    log.warning("search index failed (%s): rebuilding it", _code(exc))
+                    self.index.reset()
+                    self._refresh(Changes(stale=True))
+            except FsError as exc:
+                self._watch.invalidate()
+                raise ToolFailure(fs_message(exc, "(workspace root)")) from None
+            except sqlite3.DatabaseError as exc:  # locked, disk full, I/O: the next query retries
+                self._watch.invalidate()
+                log.warning("search index could not be brought up to date: %s", _code(exc))
+                raise ToolFailure(_unavailable(exc)) from None
+            except BaseException:  # cancelled, or anything else: what was taken is looked at again
+                self._watch.invalidate()
+                raise
+
+    def _refresh(self, changes: Changes) -> None:
+        env, ws, watch = self.env, self.ws, self._watch
+
+        def load(note_id: str) -> Extract | None:
+            return extract(env, ws, note_id)
+
+        if changes.stale:
+            watch.reset()
+            listing = env.notes(ws, on_folder=watch.add, on_skip=watch.suspect)
+            self.index.refresh(((i, key_text(stat_key(st))) for i, st in listing), load)
+            watch.walked()
+        elif changes.names:
+            entries = []
+            for note_id in sorted(changes.names):
+                st = env.note_entry(ws, note_id)
+                entries.append((note_id, None if st is None else key_text(stat_key(st))))
+                if st is None:
+                    watch.suspect(note_id)  # not a note now: looked at again each query
+                else:
+                    watch.cleared(note_id)
+            self.index.update(entries, load)
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """Around a query of the index: an SQLite failure (another server holding the file, a
+        full disk, a damaged file) becomes a clear tool error, never an internal error; a
+        damaged index is removed, so the next query builds it again."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            log.warning("search index query failed: %s", _code(exc))
+            if damaged(exc):
+                with self._lock:
+                    self.index.reset()
+                    self._watch.invalidate()
+            raise ToolFailure(_unavailable(exc)) from None
+
+    def recheck(self, note_id: str, key: str) -> bool:
+        """Whether `note_id` is still the note the index holds (same identity, through layer
+        2); if not, it is dropped from the index and looked at again by each later query until
+        it is a note again (a hard link removed, a mount gone: no event says so)."""
+        try:
+            now = key_text(ident_key(self.ws.root.stat_note(note_id)))
+        except FsError:
+            now = None
+        if now != key:
+            self.index.forget(note_id)
+            self._watch.suspect(note_id)
+            return False
+        return True
+
+    def resolved(self, note_id: str | None) -> str | None:
+        """A link's target id if it is still a note (re-checked through layer 2), else None."""
+        if note_id is None:
+            return None
+        key = self.index.key_of(note_id)
+        return note_id if key is not None and self.recheck(note_id, key) else None
+
+
+def _code(exc: sqlite3.Error) -> str:
+    return str(getattr(exc, "sqlite_errorname", "") or type(exc).__name__)
+
+
+def _unavailable(exc: sqlite3.Error) -> str:
+    code = _code(exc)
+    if code.startswith("SQLITE_BUSY") or code.startswith("SQLITE_LOCKED"):
+        return "the search index is busy (another fs-notes server is updating it); try again"
+    if code.startswith("SQLITE_FULL"):
+        return "the search index could not be updated: the disk of the state folder is full"
+    return f"the search index could not be used ({code}); try again"
+
+
+def current(env: NotesEnv, ws: Opened) -> Indexed:
+    """The index of `ws`, refreshed (see the module docstring); ToolFailure if the workspace
+    itself cannot be listed or the index cannot be used."""
+    indexed = Indexed(env, ws)
+    indexed.refresh()
+    return indexed
