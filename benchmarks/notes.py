@@ -463,6 +463,10 @@ def main() -> int:
                 note = f"{corpus.total_bytes / size:.0f} B/note average"
                 info.append(Row(f"[{size:,}] generate notes", corpus.seconds, "s", note=note))
             print(f"measuring {size:,} notes in {path} ...", file=sys.stderr, flush=True)
+            # Every file read once first: "cold" is the index, not the page cache (reading
+            # 100,000 files from this VM's disk added 10-15 s, varying from run to run).
+            for note in path.rglob("*.md"):
+                note.read_bytes()
             res = measure_size(corpus, runs, cap, walk_cap)
             baseline(corpus, res, runs, cap)
             state = base / f"state-{size}"

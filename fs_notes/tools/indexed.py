@@ -29,7 +29,7 @@ import logging
 import sqlite3
 from collections.abc import Iterator
 
-from ..fs import FsError, TooLarge
+from ..fs import FsError, Identity, TooLarge
 from ..fs.watch import Changes
 from ..search.index import Extract, LinkOut
 from .context import NotesEnv, Opened, ToolFailure, fs_message
@@ -42,19 +42,30 @@ from .titles import front_matter_block, headings_of, title_of
 log = logging.getLogger("fs_notes.search")
 
 
-def extract(env: NotesEnv, ws: Opened, note_id: str) -> Extract | None:
-    """What the index keeps of one note, read through the workspace's root handle; None if it
-    cannot be read now (gone, replaced, refused). Only the title is cached (notecache.py): a
-    build must not fill the text budget with every note."""
+Read = tuple[bytes, Identity] | FsError
+
+
+def read(ws: Opened, note_id: str) -> Read:
+    """One note's bytes and identity through the workspace's root handle, or why not."""
     try:
-        data, ident = ws.root.read_note(note_id, max_bytes=ws.workspace.read_limit)
-    except TooLarge:
+        return ws.root.read_note(note_id, max_bytes=ws.workspace.read_limit)
+    except FsError as exc:
+        return exc
+
+
+def extract(env: NotesEnv, ws: Opened, note_id: str) -> Extract | None:
+    """What the index keeps of one note; None if it cannot be read now (gone, replaced,
+    refused). Only the title is cached (notecache.py): a build must not fill the text budget
+    with every note."""
+    got = read(ws, note_id)
+    if isinstance(got, TooLarge):
         try:
             return Extract(load_note(env, ws, note_id, None).title)
         except FsError:
             return None
-    except FsError:
+    if isinstance(got, FsError):
         return None
+    data, ident = got
     text = data.decode("utf-8", errors="replace")
     title = title_of(text, note_id.rsplit("/", 1)[-1])
     env.cache.put(ws.workspace.name, note_id, ident_key(ident), title, text, keep_text=False)
@@ -121,7 +132,8 @@ class Indexed:
         if changes.stale:
             watch.reset()
             listing = env.notes(ws, on_folder=watch.add, on_skip=watch.suspect)
-            self.index.refresh(((i, key_text(stat_key(st))) for i, st in listing), load)
+            listed = ((i, key_text(stat_key(st))) for i, st in listing)
+            self.index.refresh(listed, load)
             watch.walked()
         elif changes.names:
             entries = []
