@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fs_notes.confirm.boot import boot_id
 from fs_notes.sandbox import seccomp
 from fs_notes.sandbox.errors import NoEnforceableLayer
 from fs_notes.sandbox.probe import probe, select_mode
@@ -108,6 +109,12 @@ def report(*, allow_unconfined: bool = False) -> dict[str, Any]:
     if not host.landlock_enforced:
         out["self_confinement_reason"] = host.landlock_reason
     out["processes"] = _processes(out["deletion_confinement"], out.get("deletion_refused", False))
+    known = boot_id() is not None
+    out["replay"] = {
+        "boot_id_readable": known,
+        # without it the reboot check cannot run: each claim is fsync'ed (confirm/boot.py)
+        "durable_claims": not known,
+    }
     why = seccomp.available()
     out["seccomp"] = {
         "available": why is None,
@@ -133,6 +140,9 @@ def check(*, as_json: bool) -> int:
     print(f"deletion confinement:  {data['deletion_confinement']}{refused}")
     print(f"write confinement:     {data['write_confinement']}{refused}")
     print(f"self-confinement:      {'yes (Landlock)' if data['self_confinement'] else 'no'}")
+    durable = data["replay"]["durable_claims"]
+    claims = "fsync'ed each (no boot id)" if durable else "WAL, boot id checked"
+    print(f"confirmation claims:   {claims}")
     for name, proc in data["processes"].items():
         if "error" in proc:
             print(f"{name + ':':22} could not be measured: {proc['error']}")

@@ -10,9 +10,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-
-class ConfigError(Exception):
-    """A usage or configuration problem: reported on one line, exit status 2."""
+from .errors import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:

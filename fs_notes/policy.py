@@ -65,7 +65,6 @@ __all__ = [
     "Workspace",
     "WorkspaceGrant",
     "hash_token",
-    "load_policy",
 ]
 
 Operation = Literal["read", "write", "delete"]
@@ -77,7 +76,7 @@ NOT_PERMITTED = "workspace not found or not permitted"
 NOT_AUTHENTICATED = "missing or invalid bearer token"
 _EMPTY_TOKEN_SHA256 = hashlib.sha256(b"").hexdigest()
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
-_SECTIONS = ("principal", "workspace", "grant")
+SECTIONS = ("principal", "workspace", "grant")
 _STRENGTH: dict[SandboxLevel, int] = {"none": 0, "chroot": 1, "landlock": 2}
 
 
@@ -165,7 +164,7 @@ def resolve_user(value: str) -> tuple[str, int, int]:
     return entry.pw_name, entry.pw_uid, entry.pw_gid
 
 
-def _check_name(value: str) -> str:
+def check_name(value: str) -> str:
     if not 1 <= len(value) <= 128:
         raise ValueError("must be 1 to 128 characters")
     if not value.isprintable() or '"' in value or value != value.strip():
@@ -173,7 +172,7 @@ def _check_name(value: str) -> str:
     return value
 
 
-def _check_hash(value: str) -> str:
+def check_hash(value: str) -> str:
     if not _HEX64.fullmatch(value):
         raise ValueError("must be 64 hexadecimal digits: the SHA-256 of the token, not the token")
     if value.lower() == _EMPTY_TOKEN_SHA256:
@@ -181,14 +180,14 @@ def _check_hash(value: str) -> str:
     return value.lower()
 
 
-def _check_read_limit(value: int) -> int:
+def check_read_limit(value: int) -> int:
     low, high = READ_LIMIT_RANGE
     if not low <= value <= high:
         raise ValueError(f"must be a number of bytes from {low} to {high}")
     return value
 
 
-def _check_path(value: str) -> str:
+def check_path(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError("must be an absolute path")
     if value == "/":
@@ -202,7 +201,8 @@ def _check_path(value: str) -> str:
 
 
 class Policy:
-    """Principals, workspaces and grants; immutable once built (use :func:`load_policy`)."""
+    """Principals, workspaces and grants; immutable once built (use
+    :func:`fs_notes.policy_file.load_policy`)."""
 
     def __init__(
         self,
@@ -215,7 +215,8 @@ class Policy:
         source: str | None = None,
         limits: Limits | None = None,
     ) -> None:
-        """Internal: use :func:`load_policy` or :meth:`for_single_workspace` (they validate)."""
+        """Internal: use :func:`fs_notes.policy_file.load_policy` or
+        :meth:`for_single_workspace` (they validate)."""
         self.source = source
         self.limits = limits if limits is not None else Limits()
         self.principals = tuple(principals)
@@ -246,7 +247,7 @@ class Policy:
         """
         name = path.rstrip("/").rsplit("/", 1)[-1]
         try:  # the folder's name, when it makes a valid workspace name
-            _check_name(name)
+            check_name(name)
         except ValueError:
             name = "workspace"
 
@@ -254,7 +255,7 @@ class Policy:
             return PolicyError(f'workspace "{name}": {field}: {why}')
 
         try:
-            _check_path(path)
+            check_path(path)
         except ValueError as exc:
             raise fail("path", str(exc)) from None
         try:
@@ -264,9 +265,9 @@ class Policy:
         if symlinks not in get_args(SymlinkPolicy) or sandbox not in get_args(SandboxLevel):
             raise fail("symlinks/sandbox", "unknown value")
         try:
-            _check_name(principal_name)
+            check_name(principal_name)
             if token_sha256 is not None:
-                token_sha256 = _check_hash(token_sha256)
+                token_sha256 = check_hash(token_sha256)
         except ValueError as exc:
             raise PolicyError(f'principal "{principal_name}": {exc}') from None
         principal = Principal(principal_name)
@@ -339,14 +340,3 @@ class Policy:
             # The principal holds a grant here, so it already knows the workspace exists.
             raise NotAuthorized(f'operation "{op}" is not permitted in this workspace')
         return grant
-
-
-def load_policy(path: str) -> Policy:
-    """Read and validate a policy file; PolicyError names the file, line and field of a problem.
-
-    The file format (pydantic models, the TOML key scanner) lives in policy_file.py, imported only
-    here so that zero-config start-up does not pay for it.
-    """
-    from .policy_file import load_policy_file
-
-    return load_policy_file(path)

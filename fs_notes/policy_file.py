@@ -1,6 +1,7 @@
 """The policy file format: TOML validated with pydantic, each problem located by file and line.
 
-Only `load_policy_file` is public (re-exported as `fs_notes.policy.load_policy`). Runtime
+Only `load_policy` is public (imported where a policy file is read: `serve`, the exercise
+target; zero-config start-up never imports this module). Runtime
 authorization, and what it guarantees, is in policy.py; this module only turns a file into a
 Policy or a PolicyError that names the file, the line and the field.
 """
@@ -17,9 +18,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, fie
 from .lexical import LexicalError, WorkspacePath
 from .limits import RANGES, Limits
 from .policy import (
-    _SECTIONS,
     DEFAULT_READ_LIMIT,
     OPERATIONS,
+    SECTIONS,
     Policy,
     PolicyError,
     Principal,
@@ -27,10 +28,10 @@ from .policy import (
     SymlinkPolicy,
     Workspace,
     WorkspaceGrant,
-    _check_hash,
-    _check_name,
-    _check_path,
-    _check_read_limit,
+    check_hash,
+    check_name,
+    check_path,
+    check_read_limit,
     resolve_user,
 )
 
@@ -46,12 +47,12 @@ class _PrincipalTable(_Table):
     token_sha256: str | None = None
     local: bool = False
 
-    _name = field_validator("name")(_check_name)
+    _name = field_validator("name")(check_name)
 
     @field_validator("token_sha256")
     @classmethod
     def _hash(cls, value: str | None) -> str | None:
-        return None if value is None else _check_hash(value)
+        return None if value is None else check_hash(value)
 
 
 class _WorkspaceTable(_Table):
@@ -62,8 +63,8 @@ class _WorkspaceTable(_Table):
     read_limit: int = DEFAULT_READ_LIMIT
     worker_user: str | None = None
 
-    _name = field_validator("name")(_check_name)
-    _read_limit = field_validator("read_limit")(_check_read_limit)
+    _name = field_validator("name")(check_name)
+    _read_limit = field_validator("read_limit")(check_read_limit)
 
     @field_validator("worker_user")
     @classmethod
@@ -75,7 +76,7 @@ class _WorkspaceTable(_Table):
     @field_validator("path")
     @classmethod
     def _path(cls, value: str) -> str:
-        return _check_path(value)
+        return check_path(value)
 
 
 class _GrantTable(_Table):
@@ -154,7 +155,7 @@ def _describe(loc: Loc, reason: str, raw: dict[str, Any]) -> str:
     item = items[index] if isinstance(items, list) and index < len(items) else None
     name = item.get("name") if isinstance(item, dict) else None
     try:  # a name is shown only if it is a valid one (so the message stays one clean line)
-        label = f'{section} "{_check_name(name)}"' if isinstance(name, str) else ""
+        label = f'{section} "{check_name(name)}"' if isinstance(name, str) else ""
     except ValueError:
         label = ""
     label = label or f"{section} #{index + 1}"
@@ -178,7 +179,7 @@ def _reason(error: Any) -> str:
     if kind == "value_error":
         return str(error["ctx"]["error"])
     if kind == "list_type":
-        section = str(loc[0]) if len(loc) == 1 and loc[0] in _SECTIONS else None
+        section = str(loc[0]) if len(loc) == 1 and loc[0] in SECTIONS else None
         return f"must be an array of tables ([[{section}]])" if section else "must be an array"
     messages = {
         "string_type": "must be a string",
@@ -278,7 +279,7 @@ def _from_tables(doc: _PolicyFile, source: str | None, lines: _KeyLines | None) 
     )
 
 
-def load_policy_file(path: str) -> Policy:
+def load_policy(path: str) -> Policy:
     """Read and validate a policy file; PolicyError names the file, line and field of a problem."""
     try:
         with open(path, "rb") as f:

@@ -13,13 +13,13 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .cli import ConfigError
 from .confirm.audit import AuditLog, AuditLogDamaged
 from .confirm.replay import MAX_ROWS, ReplayStore, UnsafeLocation, default_replay_path
 from .confirm.state import KEPT_NAME, KeyFileError, KeyRing, StateSealer
+from .errors import ConfigError
 from .fs import FsError, WorkspaceRoot
 from .limits import connection_budget
-from .policy import NotAuthenticated, Policy, PolicyError, Principal, hash_token, load_policy
+from .policy import NotAuthenticated, Policy, PolicyError, Principal, hash_token
 from .protocol.dispatch import Dispatcher, LazyDispatcher
 
 if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first answer
@@ -73,6 +73,8 @@ def build_policy(args: argparse.Namespace) -> Policy:
                 "--token-file is for WORKSPACE mode; a policy file holds token hashes"
             )
         try:
+            from .policy_file import load_policy  # the file format: only when there is a file
+
             return load_policy(args.policy)
         except PolicyError as exc:
             raise ConfigError(str(exc)) from None
@@ -152,6 +154,11 @@ def open_confirm_parts(args: argparse.Namespace, policy: Policy | None = None) -
         ) from None
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"--replay-db {path}: {exc}") from None
+    if replay.durable_claims:
+        log.warning(
+            "the kernel's boot id cannot be read: states sealed before a reboot cannot be "
+            "told apart, so every confirmation claim is fsync'ed (synchronous=FULL)"
+        )
     keep = None if args.state_key_file or path == ":memory:" else os.path.dirname(path) or "."
     try:
         if args.state_key_file:
@@ -187,7 +194,7 @@ def build_server(
     """The dispatcher and tool state for these roots. `serve` passes the defaults for `ids`
     (the lexical layer); only the escape exercises' knock-out target passes other rules."""
     from .app import build_dispatcher, build_methods
-    from .tools import links, read_tools, resources, tags, write_tools
+    from .tools import read_tools, resources, structure_tools, write_tools
     from .tools.context import NotesEnv
     from .tools.delete import DeleteTool, DirectDeleter
     from .tools.summarize import SummarizeTool
@@ -200,8 +207,7 @@ def build_server(
     )
     tools = (
         read_tools.build(env)
-        + tags.build(env)
-        + links.build(env)
+        + structure_tools.build(env)
         + write_tools.build(env, writer or write_tools.DirectWriter(env))
         + [delete.spec(), SummarizeTool(env, confirm.sealer).spec()]
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 
-from fs_notes.policy import PolicyError, load_policy
+from fs_notes.policy import PolicyError
+from fs_notes.policy_file import load_policy
 
 
 def test_policy_errors_name_the_file_and_line(fs: FakeFilesystem) -> None:

@@ -29,8 +29,8 @@ from fs_notes.policy import (
     Workspace,
     WorkspaceGrant,
     hash_token,
-    load_policy,
 )
+from fs_notes.policy_file import load_policy
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 BOB_TOKEN = "bob-secret-token-0123456789"

@@ -19,7 +19,8 @@ import pytest
 from layers import requirement
 from wire import REPO, StdioServer, child_env, request
 
-from fs_notes.policy import Policy, load_policy
+from fs_notes.policy import Policy
+from fs_notes.policy_file import load_policy
 from fs_notes.sandbox import landlock_abi as ll
 from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 from fs_notes.sandbox.selfconfine import (
@@ -328,7 +329,7 @@ def test_a_read_only_grant_gives_the_server_no_way_to_write(layout: Path, how: s
     )
     out = run_child(
         """
-        from fs_notes.policy import load_policy
+        from fs_notes.policy_file import load_policy
         base, how = sys.argv[1], sys.argv[2]
         ws = base + "/notes"
         out["before"] = attempt(lambda: os.close(os.open(ws + "/x.md", os.O_CREAT | os.O_WRONLY)))

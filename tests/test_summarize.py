@@ -21,7 +21,8 @@ from inprocess import InProcess
 from wire import check_message
 
 from fs_notes.confirm.state import WIRE_MESSAGE, KeyRing
-from fs_notes.policy import Policy, Principal, load_policy
+from fs_notes.policy import Policy, Principal
+from fs_notes.policy_file import load_policy
 from fs_notes.tools import summarize
 
 SAMPLING = {"sampling": {}}

@@ -14,7 +14,8 @@ Durability: WAL journal with ``synchronous=NORMAL``: a claim is atomic and survi
 any process, but a power loss (or kernel crash) can roll back the last committed claims. That
 cannot revive a confirmation: every sealed state also carries the kernel's boot id and is refused
 after a reboot (tools/delete.py), and losing committed data needs a reboot. This keeps an fsync
-(milliseconds on a VM disk) off every confirmation.
+(milliseconds on a VM disk) off every confirmation. Without a readable boot id (confirm/boot.py)
+that argument fails, so the store fails closed: ``synchronous=FULL``, an fsync per claim.
 
 Claim succeeded, deletion failed: the nonce stays spent. A confirmation is single-use whatever
 happens next; the deletion itself is one atomic unlinkat, so nothing is half done; the user starts
@@ -43,6 +44,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
+
+from .boot import boot_id
 
 __all__ = [
     "MAX_ROWS",
@@ -208,6 +211,9 @@ class ReplayStore:
         self._prune_batch = prune_batch
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        #: Without the kernel's boot id the reboot check cannot run (confirm/boot.py): every
+        #: claim is then fsync'ed before it counts.
+        self.durable_claims = boot_id() is None
         self._conn = self._connect()
 
     @property
@@ -239,7 +245,7 @@ class ReplayStore:
             mode = _journal_mode_wal(conn)
             if str(mode).lower() != "wal":
                 raise sqlite3.OperationalError(f"replay store cannot use WAL (got {mode!r})")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA synchronous = {'FULL' if self.durable_claims else 'NORMAL'}")
             verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
             if verdict != "ok":
                 raise sqlite3.DatabaseError(f"quick_check: {verdict}")

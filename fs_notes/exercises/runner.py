@@ -53,9 +53,8 @@ from .layout import (
 from .mountns import can_bind
 from .steps import Compromised, Delete, Mutate, Mutation, Race, Request, fill
 from .swap import exchange
-from .target import LEAK_FD
 from .trace import LAYERS, TRACE_KEY, Event
-from .tracing import COMPROMISED_METHOD, CONFIG_METHOD
+from .tracing import COMPROMISED_METHOD, CONFIG_METHOD, LEAK_FD
 
 COLUMNS = ("all", "no-lexical", "no-filesystem", "no-os")
 KNOCKOUT = {"all": "none", "no-lexical": "lexical", "no-filesystem": "filesystem", "no-os": "os"}

@@ -36,9 +36,10 @@ from typing import Any, Literal
 from fs_notes.sandbox.kinds import Mode
 from fs_notes.sandbox.probe import HostReport
 
-from ..cli import ConfigError
+from ..errors import ConfigError
 from ..fs import WorkspaceRoot
-from ..policy import Policy, PolicyError, load_policy
+from ..policy import Policy, PolicyError
+from ..policy_file import load_policy
 from ..serve import build_server, open_confirm_parts, open_roots
 from ..tools.context import NoteRoot
 from ..tools.delete import NoteDeleter
@@ -50,6 +51,7 @@ from .rawworker import RawWorker
 from .trace import Trace
 from .tracing import (
     COMPROMISED_METHOD,
+    LEAK_FD,
     TracingDeleter,
     TracingDispatcher,
     TracingPolicy,
@@ -59,7 +61,6 @@ from .tracing import (
 )
 
 KNOCKOUTS = ("none", "lexical", "filesystem", "os")
-LEAK_FD = 100
 log = logging.getLogger("fs_notes.exercises.target")
 
 

@@ -40,6 +40,9 @@ from .trace import TRACE_KEY, Trace, record_fs
 
 MAX_SKIPPED_SHOWN = 5
 CONFIG_METHOD = "x-fs-notes-exercise/config"
+#: The first fd number the target keeps a `--leak-fd` folder open as (target.py; the runner
+#: names it in the attack).
+LEAK_FD = 100
 COMPROMISED_METHOD = "x-fs-notes-exercise/compromised"
 MAX_SCANNED = 4000
 

@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from ..confirm.audit import AuditLog
+from ..confirm.boot import boot_id
 from ..confirm.flow import (
     MAX_CANDIDATES,
     Candidate,
@@ -77,16 +78,9 @@ class DirectDeleter:
         return None
 
 
-def boot_id() -> str:
-    """The kernel's id of this boot: states sealed before a reboot are refused (see replay.py)."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            return f.read().strip()
-    except OSError:
-        return "unknown"
-
-
-BOOT_ID = boot_id()
+#: States sealed before a reboot are refused (confirm/boot.py). Without a readable boot id every
+#: state says "unknown", and the replay store makes each claim durable instead.
+BOOT_ID = boot_id() or "unknown"
 
 
 def _code(exc: Exception) -> str:

@@ -1,4 +1,5 @@
-"""Links between notes, as the vault tools resolve them: `notes_links` (issue 14).
+"""Links between notes, as the vault tools resolve them (the tool `notes_links` is in
+structure_tools.py; issue 14).
 
 A note's outgoing links are its wikilinks (`[[Note]]`, `[[Note|alias]]`, `[[Note#Heading]]`,
 `[[Note^block]]`, embeds `![[Note]]`) and markdown links to notes (`[text](path/note.md)`,
@@ -27,14 +28,8 @@ import posixpath
 import re
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any
 
-from ..protocol.dispatch import Call
-from ..protocol.models import CallToolResult, TextContent
-from ..render import isolated, shown, shown_id
 from ..search.index import NoteIndex, stem_of
-from .context import NotesEnv, ToolFailure, guarded
-from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .titles import front_matter_block
 
 MAX_LINKS_PER_NOTE = 1000
@@ -120,63 +115,3 @@ class Resolver:
             if named:
                 return named[0]
         return None
-
-
-def build(env: NotesEnv) -> list[ToolSpec]:
-    from .indexed import current
-
-    @guarded
-    def notes_links(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        ws = env.open(call, args["workspaceUri"], "read")
-        note_id = env.note_id(args["id"])
-        indexed = current(env, ws)
-        index = indexed.index
-        with indexed.answering():
-            key = index.key_of(note_id)
-            if key is None or not indexed.recheck(note_id, key):
-                raise ToolFailure(f"note not found: {shown_id(note_id, 300)}")
-            resolver = Resolver(index)
-            outgoing: list[dict[str, Any]] = [
-                {"target": link.target, "heading": link.heading, "embed": link.embed,
-                 "id": indexed.resolved(resolver.resolve(note_id, link.target))}
-                for link in index.links_from(note_id)[:MAX_LISTED]
-            ]  # fmt: skip
-            backlinks: list[str] = []
-            candidates = index.links_named(stem_of(note_id), MAX_CANDIDATES)
-            for source, source_key, target in candidates:
-                if source == note_id or (backlinks and backlinks[-1] == source):
-                    continue
-                if resolver.resolve(source, target) == note_id and indexed.recheck(
-                    source, source_key
-                ):
-                    backlinks.append(source)
-                    if len(backlinks) >= MAX_LISTED:
-                        break
-        lines = [f"links from {isolated(shown_id(note_id))}:"]
-        lines += [
-            f"- {isolated(shown(str(o['target'])))} -> "
-            + (isolated(shown_id(str(o["id"]))) if o["id"] else "(no such note)")
-            for o in outgoing
-        ] or ["- (none)"]
-        lines.append("backlinks:")
-        lines += [f"- {isolated(shown_id(b))}" for b in backlinks] or ["- (none)"]
-        return CallToolResult(
-            content=[TextContent(text="\n".join(lines))],
-            structured_content={"id": note_id, "links": outgoing, "backlinks": backlinks},
-        ).wire()
-
-    return [
-        ToolSpec(
-            name="notes_links",
-            title="Links and backlinks",
-            description="A note's outgoing links (wikilinks, embeds and markdown links to notes), "
-            "each resolved to a note id or left unresolved, and its backlinks: the notes that "
-            "link to it.",
-            properties={"workspaceUri": WORKSPACE_URI, "id": NOTE_ID},
-            required=("workspaceUri", "id"),
-            read_only=True,
-            destructive=False,
-            idempotent=True,
-            handler=notes_links,
-        )
-    ]

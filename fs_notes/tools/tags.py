@@ -7,11 +7,11 @@ fragment or a heading marker. A tag is letters, digits, `_`, `-` and `/` (nestin
 least one character that is not a digit (`#2024` is not a tag). Tags compare case-insensitively
 and are shown as first met.
 
-`notes_tags` lists them with counts, or, given a tag, the notes that carry it (a nested tag's
-parent counts its children: `#project` finds `#project/alpha`). Tags are kept in the workspace's
-index (fs_notes/search/index.py), brought up to date from the same listing and the same
-filesystem layer as `notes_list` and `notes_read` first (tools/indexed.py); each note listed for a
-tag is re-checked through the filesystem layer.
+`notes_tags` (structure_tools.py) lists them with counts, or, given a tag, the notes that carry
+it (a nested tag's parent counts its children: `#project` finds `#project/alpha`). Tags are kept
+in the workspace's index (fs_notes/search/index.py), brought up to date from the same listing and
+the same filesystem layer as `notes_list` and `notes_read` first (tools/indexed.py); each note
+listed for a tag, and each behind a count, is re-checked through the filesystem layer.
 
 Guarantees: work is bounded (at most `MAX_TAGS_PER_NOTE` per note, `MAX_TAG_CHARS` each; the front
 matter is composed, never constructed). Does not: read tags from notes over their workspace's
@@ -21,26 +21,19 @@ read limit.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import yaml
 
-from ..protocol.dispatch import Call
-from ..protocol.models import CallToolResult, TextContent
-from ..render import isolated, shown, shown_id
-from .context import NotesEnv, ToolFailure, guarded
-from .registry import WORKSPACE_URI, ToolSpec
 from .titles import front_matter_block, front_matter_node
 
 MAX_TAGS_PER_NOTE = 200
 MAX_TAG_CHARS = 128
-MAX_LISTED = 500
 _TAG = re.compile(r"(?<![\w&/#\\])#([\w/-]{1,128})", re.UNICODE)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _SEPARATORS = re.compile(r"[,\s]+")
 
 
-def _valid(tag: str) -> str | None:
+def valid_tag(tag: str) -> str | None:
     tag = tag.strip().lstrip("#").strip("/")
     if not tag or len(tag) > MAX_TAG_CHARS or tag.isdigit():
         return None
@@ -63,7 +56,7 @@ def _front_matter_tags(text: str) -> list[str]:
             names = _SEPARATORS.split(value.value)
         else:
             names = []
-        out += [t for t in (_valid(str(n)) for n in names) if t is not None]
+        out += [t for t in (valid_tag(str(n)) for n in names) if t is not None]
     return out
 
 
@@ -84,7 +77,7 @@ def _inline_tags(body: str) -> list[str]:
         if "`" in line:
             line = _INLINE_CODE.sub(" ", line)
         for m in _TAG.finditer(line):
-            tag = _valid(m.group(1))
+            tag = valid_tag(m.group(1))
             if tag is not None:
                 out.append(tag)
     return out
@@ -99,70 +92,3 @@ def tags_of(text: str) -> list[str]:
         if len(seen) >= MAX_TAGS_PER_NOTE:
             break
     return list(seen.values())
-
-
-def build(env: NotesEnv) -> list[ToolSpec]:
-    from .indexed import current
-
-    @guarded
-    def notes_tags(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        ws = env.open(call, args["workspaceUri"], "read")
-        wanted = args.get("tag")
-        if wanted is not None and _valid(wanted) is None:
-            raise ToolFailure("not a tag: letters, digits, _, - and / (and not only digits)")
-        indexed = current(env, ws)
-        index = indexed.index
-        checked: set[str] = set()
-        refused: set[str] = set()
-        with indexed.answering():
-            if wanted is not None:
-                tag = str(wanted).lstrip("#").strip("/")
-                notes = [{"id": note_id, "title": title}
-                         for note_id, key, title in index.tagged(tag, MAX_LISTED)
-                         if indexed.recheck(note_id, key)]  # fmt: skip
-                lines = [f"- {isolated(shown_id(n['id']))}: {isolated(shown(n['title']))}"
-                         for n in notes] or ["(no notes with that tag)"]  # fmt: skip
-                structured: dict[str, Any] = {"tag": tag, "notes": notes}
-            else:
-                counts: dict[str, list[Any]] = {}  # folded -> [as first met, notes]
-                for note_id, key, folded, shown_as in index.tag_rows():
-                    if note_id in checked or (
-                        note_id not in refused and indexed.recheck(note_id, key)
-                    ):
-                        checked.add(note_id)
-                        counts.setdefault(folded, [shown_as, 0])[1] += 1
-                    else:
-                        refused.add(note_id)
-                top = sorted(counts.items(), key=lambda kv: (-kv[1][1], kv[0]))[:MAX_LISTED]
-                tags_out: list[dict[str, Any]] = [{"tag": t, "count": n} for _, (t, n) in top]
-                lines = [
-                    f"- #{isolated(shown(str(t['tag'])))} ({t['count']})" for t in tags_out
-                ] or ["(no tags)"]
-                structured = {"tags": tags_out}
-        return CallToolResult(
-            content=[TextContent(text="\n".join(lines))], structured_content=structured
-        ).wire()
-
-    return [
-        ToolSpec(
-            name="notes_tags",
-            title="Tags",
-            description="The tags of the workspace's notes (front-matter tags and inline #tags) "
-            "with how many notes carry each; given a tag, the notes that carry it (a parent tag "
-            "includes its nested ones: #project finds #project/alpha).",
-            properties={
-                "workspaceUri": WORKSPACE_URI,
-                "tag": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": MAX_TAG_CHARS + 1,
-                    "description": "Only the notes with this tag (with or without the #)",
-                },
-            },
-            required=("workspaceUri",),
-            read_only=True,
-            destructive=False,
-            idempotent=True,
-            handler=notes_tags,
-        )
-    ]

@@ -1,0 +1,75 @@
+"""Fail closed on the boot id (issue 15 item 5): when the kernel's boot id cannot be read, the
+reboot check that lets the replay store skip an fsync per claim cannot run, so every claim is
+made durable (synchronous=FULL), the server says so at start-up and `fs-notes check` reports it.
+
+Faked from outside, as root: a private mount namespace with /dev/null bound over the boot id
+file. Positive control: the same program outside it sees the id and the WAL-only mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from test_fs_support import unavailable
+
+REPO = Path(__file__).resolve().parent.parent
+PROGRAM = """
+import json, sys, logging, io
+sys.path.insert(0, {repo!r})
+from fs_notes.confirm.boot import boot_id
+from fs_notes.confirm.replay import ReplayStore
+from fs_notes.check import report
+store = ReplayStore({db!r})
+sync = store._conn.execute("PRAGMA synchronous").fetchone()[0]
+store.close()
+print(json.dumps({{"boot_id": boot_id(), "synchronous": sync,
+                  "durable": store.durable_claims, "check": report()["replay"]}}))
+"""
+
+
+def _run(tmp_path: Path, hidden: bool) -> dict[str, object]:
+    code = PROGRAM.format(repo=str(REPO), db=str(tmp_path / f"replay-{hidden}.db"))
+    command = [sys.executable, "-c", code]
+    if hidden:
+        script = (
+            "mount --bind /dev/null /proc/sys/kernel/random/boot_id && exec \"$@\""
+        )
+        command = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", *command]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_without_a_boot_id_every_claim_is_durable_and_it_is_said(tmp_path: Path) -> None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None:
+        unavailable("hiding the boot id needs root, unshare and mount")
+    seen = _run(tmp_path, hidden=False)  # positive control
+    assert isinstance(seen["boot_id"], str) and len(seen["boot_id"]) == 36
+    assert seen["synchronous"] == 1 and seen["durable"] is False  # NORMAL
+    assert seen["check"] == {"boot_id_readable": True, "durable_claims": False}
+    hidden = _run(tmp_path, hidden=True)
+    assert hidden["boot_id"] is None
+    assert hidden["synchronous"] == 2 and hidden["durable"] is True  # FULL
+    assert hidden["check"] == {"boot_id_readable": False, "durable_claims": True}
+
+
+def test_the_server_says_so_at_start_up(tmp_path: Path) -> None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None:
+        unavailable("hiding the boot id needs root, unshare and mount")
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    script = "mount --bind /dev/null /proc/sys/kernel/random/boot_id && exec \"$@\""
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+         sys.executable, "-m", "fs_notes", "serve", str(ws), "--replay-db",
+         str(tmp_path / "state" / "r.db")],
+        input="", capture_output=True, text=True, timeout=120, check=False, cwd=REPO,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "the kernel's boot id cannot be read" in proc.stderr
+    assert "synchronous=FULL" in proc.stderr
