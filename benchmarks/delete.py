@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-FORM = {"elicitation": {"form": {}}}
+FORM: dict[str, object] = {"elicitation": {"form": {}}}
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": FORM,
@@ -109,8 +109,9 @@ class StdioCycle:
     def _ask(self, params: dict[str, Any]) -> dict[str, Any]:
         assert self.proc.stdin and self.proc.stdout
         self.n += 1
-        msg = {"jsonrpc": "2.0", "id": self.n, "method": "tools/call", "params": {**params}}
-        msg["params"]["_meta"] = META
+        call: dict[str, Any] = {**params}
+        call["_meta"] = META
+        msg = {"jsonrpc": "2.0", "id": self.n, "method": "tools/call", "params": call}
         self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
         self.proc.stdin.flush()
         return json.loads(self.proc.stdout.readline())  # type: ignore[no-any-return]

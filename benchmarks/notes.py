@@ -233,9 +233,11 @@ def refresh_after_edits(client: StdioClient, corpus: Corpus, runs: int) -> Warm:
     for run in range(runs):
         word = f"kiwifruit{run}x"
         edit_notes(corpus, word)
-        seconds, found = timed(
-            lambda w=word: client.tool("notes_search", {**search_args(corpus, w), "limit": 100})
-        )
+
+        def search(w: str = word) -> dict[str, Any]:
+            return client.tool("notes_search", {**search_args(corpus, w), "limit": 100})
+
+        seconds, found = timed(search)
         got = len(found["structuredContent"]["matches"])
         if got != min(EDITED, corpus.notes):
             raise RuntimeError(f"the search after {EDITED} edits found {got} of them")
@@ -248,7 +250,8 @@ def server_rss(pid: int) -> int:
     of its PID namespace, sandbox/view.py) while the parent only relays signals, so the largest
     of the process and its descendants."""
     proc = psutil.Process(pid)
-    return max(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+    rss: int = max(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+    return rss
 
 
 def index_size(state: Path) -> int:
@@ -302,7 +305,11 @@ def baseline(corpus: Corpus, res: SizeResult, runs: int, cap: float) -> None:
     sql += " ORDER BY bm25(t) LIMIT 20"
     for query in (MISS_QUERY, RARE_QUERY, COMMON_QUERY):
         match = " OR ".join(f'"{w}"' for w in query.split())
-        res.baseline_warm[query] = warm(lambda m=match: db.execute(sql, (m,)).fetchall(), runs, cap)
+
+        def fetch(m: str = match) -> list[Any]:
+            return db.execute(sql, (m,)).fetchall()
+
+        res.baseline_warm[query] = warm(fetch, runs, cap)
     db.close()
 
 
@@ -465,8 +472,8 @@ def main() -> int:
             print(f"measuring {size:,} notes in {path} ...", file=sys.stderr, flush=True)
             # Every file read once first: "cold" is the index, not the page cache (reading
             # 100,000 files from this VM's disk added 10-15 s, varying from run to run).
-            for note in path.rglob("*.md"):
-                note.read_bytes()
+            for md in path.rglob("*.md"):
+                md.read_bytes()
             res = measure_size(corpus, runs, cap, walk_cap)
             baseline(corpus, res, runs, cap)
             state = base / f"state-{size}"

@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fs_notes.fs import Identity, WorkspaceRoot
 from fs_notes.sandbox.errors import SandboxError
-from fs_notes.sandbox.supervisor import ConfinedWorker, Mode
+from fs_notes.sandbox.kinds import Mode
+from fs_notes.sandbox.supervisor import ConfinedWorker
 
 TARGET_US = 100.0
 TARGET_RATIO = 15.0

@@ -1,4 +1,4 @@
-"""Command line: `fs-notes serve | check | exercises | demo` (see CONTRACT.md).
+"""Command line: `fs-notes serve | check | exercises | demo` (see docs/interface.md).
 
 Exit status: 0 success, 2 usage or configuration error (one-line reason on stderr), 1 otherwise.
 """

@@ -15,7 +15,7 @@ from fs_notes.protocol.dispatch import Dispatcher
 from fs_notes.protocol.envelope import Request
 from fs_notes.serve import ConfirmParts, build_server, open_roots
 
-FORM = {"elicitation": {"form": {}}}
+FORM: dict[str, object] = {"elicitation": {"form": {}}}
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
 
 

@@ -18,7 +18,7 @@ from layers import requirement
 from wire import REPO, StdioServer, call_tool, child_env
 
 LAUNCHER = str(Path(REPO) / "sandbox" / "deploy" / "bwrap-fs-notes")
-FORM = {"elicitation": {"form": {}}}
+FORM: dict[str, object] = {"elicitation": {"form": {}}}
 
 
 def _need_bwrap() -> None:

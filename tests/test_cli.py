@@ -1,4 +1,4 @@
-"""The command line (CONTRACT.md): usage and configuration errors exit 2 with one line."""
+"""The command line (docs/interface.md): usage and configuration errors exit 2 with one line."""
 
 from __future__ import annotations
 

@@ -312,7 +312,7 @@ def test_without_a_key_file_a_confirmation_survives_a_restart(tmp_path: Path) ->
     (ws / "plan.md").write_text("# Plan\n")
     state = tmp_path / "state"
     args = ("serve", str(ws), "--replay-db", str(state / "replay.db"))
-    form = {"elicitation": {"form": {}}}
+    form: dict[str, object] = {"elicitation": {"form": {}}}
     call = {"workspaceUri": ws.as_uri(), "title": "Plan"}
     first = StdioServer(*args)
     try:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from wire import HttpServer, StdioServer, call_tool, child_env, http_server, stdio_server
 
-FORM = {"elicitation": {"form": {}}}
+FORM: dict[str, object] = {"elicitation": {"form": {}}}
 KEY = "k1:" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVowMTIzNDU2Nzg5YWJjZGVm"  # 40+ bytes, base64
 
 

@@ -23,7 +23,7 @@ import psutil
 import pytest
 from wire import REPO, StdioServer, call_tool, child_env
 
-FORM = {"elicitation": {"form": {}}}
+FORM: dict[str, object] = {"elicitation": {"form": {}}}
 
 
 def _need_root() -> None:

@@ -18,7 +18,7 @@ from wire import REPO, HttpServer, call_tool, child_env
 from fs_notes.transport.http import HostCheck, split_host
 
 TOKEN = "host-token-0123456789ab"
-FORM = {"elicitation": {"form": {}}}
+FORM: dict[str, object] = {"elicitation": {"form": {}}}
 
 
 @pytest.fixture

@@ -50,11 +50,12 @@ class Elicitations:
         self.seen: list[dict[str, Any]] = []
 
     async def __call__(self, ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        schema: dict[str, Any] = params.requested_schema  # type: ignore[union-attr]
+        assert isinstance(params, types.ElicitRequestFormParams)  # the server asks in form mode
+        schema: dict[str, Any] = params.requested_schema
         self.seen.append(schema)
         note = schema["properties"]["note_id"]["oneOf"][0]["const"]
         content = {"note_id": note, "confirm": True} if self.action == "accept" else None
-        return types.ElicitResult(action=self.action, content=content)  # type: ignore[arg-type]
+        return types.ElicitResult(action=self.action, content=content)
 
 
 @asynccontextmanager

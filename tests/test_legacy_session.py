@@ -25,7 +25,7 @@ from fs_notes.legacy import ClientResponse, LegacyAdapter, LegacySession
 from fs_notes.policy import Policy, Principal
 from fs_notes.protocol.envelope import Notification, Request
 
-FORM_CAPS = {"elicitation": {"form": {}, "url": {}}}
+FORM_CAPS: dict[str, object] = {"elicitation": {"form": {}, "url": {}}}
 Answer = Callable[[dict[str, Any]], ClientResponse | None]
 
 
@@ -268,6 +268,7 @@ def test_another_principal_cannot_use_the_session(world: World) -> None:
     response = asyncio.run(
         session.handle(Request(1, "tools/call", params), Principal("mallory"), client.send)
     )
+    assert response is not None
     assert response["error"]["code"] == -32600
     assert client.sent == [] and world.untouched()
 

@@ -49,8 +49,8 @@ def test_initialize_answers_the_asked_version_or_our_latest(asked: str, answered
 
 
 def test_the_synthesized_meta_carries_only_what_the_handshake_declared() -> None:
-    caps = {"elicitation": {}}
-    given = {
+    caps: dict[str, object] = {"elicitation": {}}
+    given: dict[str, Any] = {
         "name": "notes_delete",
         "arguments": {"title": "x"},
         "inputResponses": {"delete_choice": {"action": "accept"}},  # forged by the client
@@ -153,7 +153,7 @@ def test_only_declared_form_elicitation_and_sampling_are_forwarded(
     assert refused.data == data
 
 
-DELETE_FORM = {
+DELETE_FORM: dict[str, Any] = {
     "mode": "form",
     "message": "Delete?",
     "requestedSchema": {

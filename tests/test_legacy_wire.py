@@ -4,7 +4,7 @@ Every message the server sends to a legacy client is validated against the offic
 schema (tests/data/mcp-schema-2025-11-25.json); every modern message beside it against 2026-07-28
 (wire.check_message). Rules: 2025-11-25 basic/lifecycle, basic/transports (sessions, SSE, 202s),
 client/elicitation, client/sampling; 2026-07-28 basic/versioning (a dual-era server serves both);
-CONTRACT.md (the delete flow and its checks, the bearer token).
+docs/interface.md (the delete flow and its checks, the bearer token).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from fs_notes.policy import hash_token
 DATA = Path(__file__).parent / "data"
 TOKEN = "legacy-token-0123456789abcdef"
 OTHER_TOKEN = "other-token-0123456789abcdefgh"
-FORM = {"elicitation": {"form": {}, "url": {}}}
+FORM: dict[str, object] = {"elicitation": {"form": {}, "url": {}}}
 ACCEPT_TPS = {"action": "accept", "content": {"note_id": "tps.md", "confirm": True}}
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from wire import check_message, meta
 
 from fs_notes.protocol.argcheck import ArgumentError, check_schema, validate
-from fs_notes.protocol.dispatch import Dispatcher, Method
+from fs_notes.protocol.dispatch import Call, Dispatcher, Method
 from fs_notes.protocol.envelope import EnvelopeError, Notification, Request, parse
 from fs_notes.protocol.errors import ProtocolError
 from fs_notes.protocol.meta import (
@@ -28,7 +28,12 @@ class Who:
 
 def test_a_message_without_id_is_a_notification_and_is_never_answered() -> None:
     ran: list[str] = []
-    disp = Dispatcher({"x/y": Method(lambda call: ran.append("ran") or {})})
+
+    def handler(call: Call) -> dict[str, Any]:
+        ran.append("ran")
+        return {}
+
+    disp = Dispatcher({"x/y": Method(handler)})
     msg = parse(b'{"jsonrpc":"2.0","method":"x/y","params":{}}')
     assert isinstance(msg, Notification)
     assert disp.handle(msg, Who(), "test") is None
@@ -68,7 +73,12 @@ def test_a_valid_request_keeps_its_id_type() -> None:
 
 def test_the_handler_never_runs_when_meta_is_invalid() -> None:
     ran: list[str] = []
-    disp = Dispatcher({"x/y": Method(lambda call: ran.append("ran") or {})})
+
+    def handler(call: Call) -> dict[str, Any]:
+        ran.append("ran")
+        return {}
+
+    disp = Dispatcher({"x/y": Method(handler)})
     for params in ({}, {"_meta": meta(version="1900-01-01")}, {"_meta": meta(version=None)}):
         response = disp.handle(Request(1, "x/y", params), Who(), "test")
         assert response is not None and response["error"]["code"] in (-32602, -32022)

@@ -202,7 +202,7 @@ def test_the_retry_validates_against_the_sealed_ids_whatever_the_labels() -> Non
 # --- the judge, and its positive control ---------------------------------------------------
 
 RENDER_ATTACKS = [a for a in ATTACKS if a.kind == RENDERING]
-FORM = {"elicitation": {"form": {}}}
+FORM: dict[str, object] = {"elicitation": {"form": {}}}
 
 
 def test_the_catalogue_has_the_four_rendering_attacks() -> None:

@@ -20,7 +20,6 @@ from layers import requirement
 
 from fs_notes.exercises.rawworker import RawWorker
 from fs_notes.sandbox.errors import ConfinementError, OsRefused
-from fs_notes.sandbox.supervisor import ConfinedWorker
 
 MODES = ["landlock", "chroot", "none"]
 SECRET = b"outside secret\n"
@@ -110,10 +109,10 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
 
 
 @pytest.fixture(scope="module")
-def workers(layout: Layout) -> Iterator[Callable[..., ConfinedWorker | None]]:
-    started: dict[tuple[str, str], ConfinedWorker | None] = {}
+def workers(layout: Layout) -> Iterator[Callable[..., RawWorker | None]]:
+    started: dict[tuple[str, str], RawWorker | None] = {}
 
-    def get(mode: str, kind: str = "delete") -> ConfinedWorker | None:
+    def get(mode: str, kind: str = "delete") -> RawWorker | None:
         if (mode, kind) not in started:
             started[mode, kind] = start_worker(mode, layout.workspace, kind=kind)
         return started[mode, kind]
@@ -127,7 +126,7 @@ def workers(layout: Layout) -> Iterator[Callable[..., ConfinedWorker | None]]:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("case", "template"), CASES)
 def test_a_raw_unlink_outside_is_refused_by_the_os_layer_alone(
-    workers: Callable[..., ConfinedWorker | None],
+    workers: Callable[..., RawWorker | None],
     layout: Layout,
     mode: str,
     case: str,
@@ -153,7 +152,7 @@ def test_a_raw_unlink_outside_is_refused_by_the_os_layer_alone(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_raw_unlink_inside_the_workspace_is_allowed(
-    workers: Callable[..., ConfinedWorker | None], layout: Layout, mode: str
+    workers: Callable[..., RawWorker | None], layout: Layout, mode: str
 ) -> None:
     # The other half of every case above: the sandbox lets the worker do its job.
     worker = workers(mode)
@@ -274,7 +273,7 @@ LEAST_PRIVILEGE = [
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("kind", "op", "where", "landlock"), LEAST_PRIVILEGE)
 def test_each_worker_kind_holds_only_the_rights_it_needs(
-    workers: Callable[..., ConfinedWorker | None],
+    workers: Callable[..., RawWorker | None],
     layout: Layout,
     mode: str,
     kind: str,

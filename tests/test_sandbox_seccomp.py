@@ -232,6 +232,7 @@ def test_a_compromised_worker_changes_nothing_outside_after_its_confinement(
             assert outcome == "ok", (name, result["control"])
     after = result["after"]
     # In a chroot, the outside path names nothing (ENOENT) where seccomp does not answer first.
+    refused: tuple[str, ...]
     refused = ("chmod", "chown", "utime", "setxattr", "removexattr", "link", "symlink", "mknod")
     refused += ("mount", "unshare", "ptrace", "keyctl", "bpf", "socket", "exec")
     for name in refused:
@@ -275,7 +276,7 @@ def test_the_lists_say_why_for_every_call_and_the_profiles_differ_only_where_doc
     assert {"chroot", "unshare"} <= set(seccomp.denied_for("server"))
     assert not {"chroot", "unshare"} & set(seccomp.denied_for("server-chroot"))
     for kind in ("delete", "write"):
-        assert {"execve", "execveat", "socket"} <= set(seccomp.denied_for(kind))  # type: ignore[arg-type]
+        assert {"execve", "execveat", "socket"} <= set(seccomp.denied_for(kind))
     assert "execve" not in seccomp.denied_for("server")  # it starts the workers
     with pytest.raises(ValueError):
         seccomp.denied_for("nope")  # type: ignore[arg-type]

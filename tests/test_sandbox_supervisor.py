@@ -31,6 +31,7 @@ from fs_notes.fs import (
 from fs_notes.sandbox import landlock_abi as ll
 from fs_notes.sandbox.confine import DELETE_RIGHTS
 from fs_notes.sandbox.errors import ConfinementError, OsRefused, WorkerFailed
+from fs_notes.sandbox.kinds import Mode
 from fs_notes.sandbox.protocol import (
     BAD_REQUEST_FRAME,
     INTERNAL_ERROR_FRAME,
@@ -46,7 +47,7 @@ from fs_notes.sandbox.protocol import (
     ok_frame,
     os_error_frame,
 )
-from fs_notes.sandbox.supervisor import ConfinedWorker, Mode, _Child, _Holder
+from fs_notes.sandbox.supervisor import ConfinedWorker, _Child, _Holder
 
 MODES = ["landlock", "chroot", "none"]
 REPO = Path(__file__).resolve().parent.parent
@@ -759,6 +760,7 @@ def test_a_worker_killed_while_idle_is_reaped_at_once_and_restarted_when_needed(
         return
     with worker:
         pid = worker.pid
+        assert pid is not None  # entering the worker starts one
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:

@@ -15,6 +15,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from wire import REPO, HttpServer, http_server
 
@@ -158,12 +159,15 @@ def test_official_client_delete_flow_with_an_elicitation_callback(
 ) -> None:
     seen: list[dict[str, Any]] = []
 
-    async def on_elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        schema = params.requested_schema  # type: ignore[union-attr]
+    async def on_elicit(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)  # the server asks in form mode
+        schema = params.requested_schema
         seen.append({"message": params.message, "schema": schema})
         choice = schema["properties"]["note_id"]["oneOf"][0]["const"]
         content = {"note_id": choice, "confirm": True} if action == "accept" else None
-        return types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+        return types.ElicitResult(action=action, content=content)
 
     async def flow(client: Client) -> None:
         result = await client.call_tool(

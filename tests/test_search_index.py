@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def _ids(result: dict[str, object]) -> list[str]:
 
 
 @pytest.fixture
-def server(ws: Path, tmp_path: Path) -> StdioServer:
+def server(ws: Path, tmp_path: Path) -> Iterator[StdioServer]:
     srv = StdioServer("serve", str(ws), "--replay-db", str(tmp_path / "state" / "replay.db"))
     yield srv
     assert srv.close() == 0

@@ -25,7 +25,7 @@ from fs_notes.policy import Policy, Principal
 from fs_notes.policy_file import load_policy
 from fs_notes.tools import summarize
 
-SAMPLING = {"sampling": {}}
+SAMPLING: dict[str, object] = {"sampling": {}}
 KEYS = KeyRing([("k1", b"s" * 32)])
 
 
@@ -244,7 +244,8 @@ def test_text_blocks_in_a_list_are_joined(world: World) -> None:
 
 
 def test_without_sampling_the_answer_is_32021_naming_sampling(world: World) -> None:
-    for caps in ({}, {"elicitation": {"form": {}}}, {"sampling": True}):
+    no_sampling: list[dict[str, object]] = [{}, {"elicitation": {"form": {}}}, {"sampling": True}]
+    for caps in no_sampling:
         refused = world.call(caps=caps)
         assert refused["error"]["code"] == -32021
         assert refused["error"]["data"] == {"requiredCapabilities": {"sampling": {}}}

@@ -1,5 +1,6 @@
 """A note's title: front matter (a real YAML parser), then the first level-1 heading, then the file
-name (CONTRACT.md, changed 2026-12-01; issue 11's list of what went wrong is the first rows)."""
+name (docs/interface.md, changed 2026-12-01; issue 11's list of what went wrong is the first
+rows)."""
 
 from __future__ import annotations
 

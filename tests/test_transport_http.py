@@ -1,7 +1,7 @@
 """Streamable HTTP specifics: methods, authentication, Origin/Host, body limit, header checks.
 
 Spec: basic/transports/streamable-http (Security, Sending Messages, Request Metadata, Server
-Validation, Backward Compatibility) and CONTRACT.md (bearer token from --token-file).
+Validation, Backward Compatibility) and docs/interface.md (bearer token from --token-file).
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ def test_wrong_token_gets_401_and_the_handler_never_runs(server: HttpServer, val
             1,
             "notes_create",
             {
-                "workspaceUri": "file://" + str(server.workspace),
+                "workspaceUri": "file://" + str(server.workspace),  # type: ignore[attr-defined]
                 "id": "intruder.md",
                 "content": "x",
             },
-        ),  # type: ignore[attr-defined]
+        ),
         {"Authorization": value},
     )
     assert response.status_code == 401

@@ -155,7 +155,11 @@ def test_a_failing_answer_or_classify_does_not_stop_the_reading(pipe: tuple[int,
 
 def test_stop_ends_the_reading_and_wait_idle_is_bounded(pipe: tuple[int, int]) -> None:
     release = threading.Event()
-    pool, order, _ = _pool(pipe, lambda line: release.wait(10))
+
+    def work(line: bytes) -> None:
+        release.wait(10)
+
+    pool, order, _ = _pool(pipe, work)
     pool.start()
     os.write(pipe[1], b"a\n")
     time.sleep(0.1)

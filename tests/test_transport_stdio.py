@@ -35,7 +35,7 @@ def test_the_server_exits_cleanly_and_leaves_no_child_behind(tmp_path: Path, how
     (tmp_path / "a.md").write_text("# A\n")
     with stdio_server(str(tmp_path), "--replay-db", str(tmp_path / "r.db")) as server:
         # Start the confined deletion worker: ask to delete (round 1 waits for the OS layer).
-        caps = {"elicitation": {"form": {}}}
+        caps: dict[str, object] = {"elicitation": {"form": {}}}
         first = server.ask(
             call_tool(1, "notes_delete", {"workspaceUri": _uri(tmp_path), "title": "A"}, caps)
         )

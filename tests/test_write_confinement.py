@@ -238,7 +238,7 @@ def test_serve_writes_through_its_write_worker(notes: Path) -> None:
         assert (notes / "a.md").read_text() == "# A\n"
 
 
-FORM = {"elicitation": {"form": {}}}
+FORM: dict[str, object] = {"elicitation": {"form": {}}}
 
 
 def chroot_policy(tmp_path: Path, ws: Path, operations: list[str]) -> Path:

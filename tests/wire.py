@@ -40,7 +40,7 @@ def _validator(definition: str, _root_id: int) -> jsonschema.protocols.Validator
     root = _schema()
     sub = {"$ref": f"#/$defs/{definition}", "$defs": root["$defs"]}
     cls = jsonschema.validators.validator_for(root)
-    return cls(sub)  # type: ignore[no-any-return]
+    return cls(sub)
 
 
 RESULT_DEFS = {
@@ -302,8 +302,10 @@ class HttpServer:
         if self.token is not None:
             headers["Authorization"] = f"Bearer {self.token}"
         if isinstance(message, dict):
-            params = message.get("params") if isinstance(message.get("params"), dict) else {}
-            m = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+            raw_params = message.get("params")
+            params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+            raw_meta = params.get("_meta")
+            m: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
             version = m.get("io.modelcontextprotocol/protocolVersion")
             headers["MCP-Protocol-Version"] = (
                 version if isinstance(version, str) else PROTOCOL_VERSION

@@ -1,5 +1,5 @@
 """Comparing a run with the documented matrix, and printing it (text table or the JSON of
-CONTRACT.md: ``{"attacks": [{"name", "results": {...}}], "escapes_with_all_layers": int}``).
+docs/interface.md: ``{"attacks": [{"name", "results": {...}}], "escapes_with_all_layers": int}``).
 
 Guarantees: `differences` lists every cell that differs from `expected.EXPECTED`, except cells
 this host could not run (reported apart as `not_run_here`; under CI=true they count as

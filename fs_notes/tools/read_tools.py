@@ -279,8 +279,9 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         ToolSpec(
             name="notes_search",
             title="Search notes",
-            description="Ranked full-text search of note titles, file names and bodies: a note "
-            "whose title or file name is the query first, then by relevance (any of the words; "
+            description="Ranked full-text search of note titles, aliases, tags, file names, "
+            "headings and bodies: a note whose title, file name or alias is the query first, "
+            "then by relevance (any of the words; "
             '"quoted phrases"; the last word may be unfinished), each with a snippet in which '
             "the matched words are marked **like this**.",
             properties={

@@ -1,5 +1,5 @@
-"""A note's title (CONTRACT.md): the front-matter ``title:``, else the first level-1 heading (ATX
-``# Title`` or setext ``Title`` over ``===``), else the file name without ``.md``.
+"""A note's title (docs/interface.md): the front-matter ``title:``, else the first level-1
+heading (ATX ``# Title`` or setext ``Title`` over ``===``), else the file name without ``.md``.
 
 Why this order: a ``title:`` in front matter is the author saying what the note is called (the
 vault tools and static site generators treat it so), while a heading is only the first line that
