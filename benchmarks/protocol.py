@@ -310,7 +310,8 @@ def httpx_rate(target: HttpTarget, method: str, max_calls: int, cap: float) -> R
 
 class InProcess:
     """The server's dispatcher built in this process exactly as `fs-notes serve WORKSPACE` builds
-    it (same argument parser, policy, roots, confirmation parts), without a transport."""
+    it (same argument parser, policy, roots, confirmation parts), without a transport, and with
+    the tools acting in this process ("unconfined": no workers)."""
 
     def __init__(self, workspace: Path, state_dir: Path) -> None:
         from fs_notes import serve
@@ -323,7 +324,9 @@ class InProcess:
         self.principal = self.policy.local_principal()
         self.roots = serve.open_roots(self.policy)
         self._confirm = serve.open_confirm_parts(args)
-        self.dispatcher, self.env = serve.build_server(self.policy, self.roots, self._confirm)
+        self.dispatcher, self.env = serve.build_server(
+            self.policy, self.roots, self._confirm, deleter="unconfined", writer="unconfined"
+        )
 
     def handle_raw(self, raw: bytes) -> bytes:
         """One request line in, the response bytes out (parse + dispatch + dumps)."""

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from fs_notes.fs.resolver import SymlinkPolicy  # (one home: the filesystem layer's)
 from fs_notes.lexical import (
     LexicalError,
     WorkspacePath,
@@ -68,7 +69,6 @@ __all__ = [
 ]
 
 Operation = Literal["read", "write", "delete"]
-SymlinkPolicy = Literal["deny", "within"]
 SandboxLevel = Literal["landlock", "chroot", "none"]
 OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 

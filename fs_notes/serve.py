@@ -11,7 +11,7 @@ import os
 import socket
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from .confirm.audit import AuditLog, AuditLogDamaged
 from .confirm.replay import MAX_ROWS, ReplayStore, UnsafeLocation, default_replay_path
@@ -187,12 +187,15 @@ def build_server(
     roots: WorkspaceRoots,
     confirm: ConfirmParts,
     *,
-    deleter: NoteDeleter | None = None,
-    writer: NoteWriter | None = None,
+    deleter: NoteDeleter | Literal["unconfined"],
+    writer: NoteWriter | Literal["unconfined"],
     ids: IdRules | None = None,
 ) -> tuple[Dispatcher, NotesEnv]:
-    """The dispatcher and tool state for these roots. `serve` passes the defaults for `ids`
-    (the lexical layer); only the escape exercises' knock-out target passes other rules."""
+    """The dispatcher and tool state for these roots. `deleter` and `writer` are named by every
+    caller: `serve` passes the confined workers (sandbox/confined.py); "unconfined" (the tools
+    act in this process, through the filesystem layer only) is for in-process tests and the
+    exercises' knock-out of the OS layer, and never a default. `serve` passes the default for
+    `ids` (the lexical layer); only the escape exercises' knock-out target passes other rules."""
     from .app import build_dispatcher, build_methods
     from .tools import read_tools, resources, structure_tools, write_tools
     from .tools.context import NotesEnv
@@ -203,12 +206,18 @@ def build_server(
     index_dir = None if replay == ":memory:" else os.path.dirname(os.path.abspath(replay))
     env = NotesEnv(policy, roots, ids, index_dir)
     delete = DeleteTool(
-        env, confirm.sealer, confirm.replay, confirm.audit, deleter or DirectDeleter(env)
+        env,
+        confirm.sealer,
+        confirm.replay,
+        confirm.audit,
+        DirectDeleter(env) if deleter == "unconfined" else deleter,
     )
     tools = (
         read_tools.build(env)
         + structure_tools.build(env)
-        + write_tools.build(env, writer or write_tools.DirectWriter(env))
+        + write_tools.build(
+            env, write_tools.DirectWriter(env) if writer == "unconfined" else writer
+        )
         + [delete.spec(), SummarizeTool(env, confirm.sealer).spec()]
     )
     list_resources, read_resource = resources.build(env)

@@ -91,12 +91,19 @@ class OsLayer:
         self._refusals: dict[str, str] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self.mode: str = "unknown"  # a sandbox Mode once chosen, or "refused"
-        self._mode: Mode | None = None
+        self._mode: Mode | None = None  # once chosen
+        self._refused = False  # no layer can be enforced, or set-up failed
         self._go = threading.Event()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fs-notes-os-layer", daemon=True)
         self._thread.start()
+
+    @property
+    def mode(self) -> str:
+        """The sandbox Mode chosen, "refused", or "unknown" while it is being chosen."""
+        if self._refused:
+            return "refused"
+        return self._mode if self._mode is not None else "unknown"
 
     # -- set-up (background thread) ----------------------------------------------------------
 
@@ -109,7 +116,7 @@ class OsLayer:
             self._choose_mode()
         except Exception:
             log.exception("OS containment set-up failed; creates, updates and deletions refused")
-            self.mode = "refused"
+            self._refused = True
             for name in self._workspaces:
                 self._refusals.setdefault(name, "the OS containment layer could not be set up")
         finally:
@@ -126,7 +133,7 @@ class OsLayer:
             try:
                 mode = select_mode(self._host or probe(), self._allow)
             except NoEnforceableLayer:
-                self.mode = "refused"
+                self._refused = True
                 log.error(
                     "no OS containment layer can be enforced here: creates, updates and "
                     "deletions are refused (pass --allow-unconfined to accept them without one)"
@@ -134,7 +141,7 @@ class OsLayer:
                 for name in self._workspaces:
                     self._refusals[name] = "no OS containment layer can be enforced on this host"
                 return
-        self.mode, self._mode = mode, mode
+        self._mode = mode
         for ws in self._workspaces.values():
             if not ws.accepts(mode):
                 self._refusals[ws.name] = (

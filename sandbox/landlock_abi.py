@@ -73,9 +73,6 @@ RESTRICT_SELF_LOG_SAME_EXEC_OFF: Final = 1 << 0
 RESTRICT_SELF_LOG_NEW_EXEC_ON: Final = 1 << 1
 RESTRICT_SELF_LOG_SUBDOMAINS_OFF: Final = 1 << 2
 
-#: Highest ABI whose rights this module knows.
-KNOWN_ABI: Final = 7
-
 #: Rights that may be allowed on a non-directory; everything else needs a directory fd (EINVAL).
 FILE_RIGHTS: Final = (
     ACCESS_FS_EXECUTE

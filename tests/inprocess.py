@@ -34,7 +34,9 @@ class InProcess:
         self.audit = AuditLog(str(audit) if audit else None)
         parts = ConfirmParts(StateSealer(keyring, clock=clock), self.replay, self.audit)
         self.dispatcher: Dispatcher
-        self.dispatcher, self.env = build_server(policy, self.roots, parts)
+        self.dispatcher, self.env = build_server(
+            policy, self.roots, parts, deleter="unconfined", writer="unconfined"
+        )
         self._ids = itertools.count(1)
 
     def call(

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fs_notes.fs import AccessDenied, Escape, Identity, NoteNotFound
+from fs_notes.fs import Escape, Identity, NoteNotFound, OsRefused
 from fs_notes.sandbox.protocol import (
     BAD_REQUEST_FRAME,
     INTERNAL_ERROR_FRAME,
@@ -311,7 +311,7 @@ class FakeRoot:
     [
         (None, b"\x00"),
         (NoteNotFound(), b"\x01NoteNotFound"),
-        (AccessDenied(), b"\x01AccessDenied"),
+        (OsRefused(), b"\x01OsRefused"),
         (_PrivateEscape(), b"\x01Escape"),
         (PermissionError(13, "denied"), b"\x02\x00\x00\x00\x0d"),
         (OSError("no errno"), b"\x02\x00\x00\x00\x00"),

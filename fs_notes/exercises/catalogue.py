@@ -553,4 +553,3 @@ ATTACKS += tuple(
     for op in COMPROMISED_OPS
 )
 
-BY_NAME = {a.name: a for a in ATTACKS}

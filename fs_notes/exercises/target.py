@@ -185,8 +185,9 @@ def run(argv: Sequence[str]) -> int:
         else:
             roots[ws.name] = TracingRoot(real[ws.name], ws.path, trace, host)
     closers = []
-    deleter: NoteDeleter | None = None
-    writer: NoteWriter | None = None
+    # Knocked out, the OS layer is not there: the tools act in this process (no worker).
+    deleter: NoteDeleter | Literal["unconfined"] = "unconfined"
+    writer: NoteWriter | Literal["unconfined"] = "unconfined"
     if knockout in ("none", "lexical"):
         from ..sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..fs import (
-    AccessDenied,
     Escape,
     FsError,
     Hardlinked,
     IdentityChanged,
     InvalidPath,
     NotRegular,
+    OsRefused,
     SymlinkRefused,
 )
 
@@ -81,7 +81,7 @@ def classify_fs(exc: FsError) -> str:
     """The layer an error of `fs_notes.fs` stands for: EACCES/EPERM can only come from Landlock
     here (root passes every permission check), containment refusals are the filesystem layer's,
     and the rest (not found, exists, too large) refuse nothing."""
-    if isinstance(exc, AccessDenied):
+    if isinstance(exc, OsRefused):
         return "os"
     if isinstance(exc, _CONTAINMENT):
         return "filesystem"

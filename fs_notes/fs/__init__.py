@@ -4,7 +4,6 @@ See ``root.py`` for what it guarantees and what it does not.
 """
 
 from .errors import (
-    AccessDenied,
     Escape,
     FsError,
     Hardlinked,
@@ -13,6 +12,7 @@ from .errors import (
     NoteExists,
     NoteNotFound,
     NotRegular,
+    OsRefused,
     SymlinkRefused,
     TooLarge,
 )
@@ -21,7 +21,6 @@ from .openat2 import available as openat2_available
 from .root import WorkspaceRoot
 
 __all__ = [
-    "AccessDenied",
     "Escape",
     "FsError",
     "Hardlinked",
@@ -31,6 +30,7 @@ __all__ = [
     "NotRegular",
     "NoteExists",
     "NoteNotFound",
+    "OsRefused",
     "SymlinkRefused",
     "TooLarge",
     "WorkspaceRoot",

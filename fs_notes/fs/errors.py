@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 
 __all__ = [
-    "AccessDenied",
     "Busy",
     "DeviceError",
     "Escape",
@@ -24,6 +23,7 @@ __all__ = [
     "NotRegular",
     "NoteExists",
     "NoteNotFound",
+    "OsRefused",
     "OutOfFiles",
     "QuotaExceeded",
     "ReadOnlyFilesystem",
@@ -91,8 +91,9 @@ class InvalidPath(FsError):
     message = "invalid path"
 
 
-class AccessDenied(FsError):
-    """The OS refused (EACCES/EPERM), e.g. a Landlock rule of layer 3. Not in the fixed API."""
+class OsRefused(FsError):
+    """The OS refused (EACCES/EPERM), e.g. a Landlock rule of layer 3 (not the policy's
+    refusal, which is `fs_notes.policy.AccessDenied`). Not in the fixed API."""
 
     message = "access denied"
 
@@ -110,8 +111,8 @@ _BY_ERRNO: dict[int, type[FsError]] = {
     errno.ENAMETOOLONG: InvalidPath,
     errno.EILSEQ: InvalidPath,
     errno.EFBIG: TooLarge,
-    errno.EACCES: AccessDenied,
-    errno.EPERM: AccessDenied,
+    errno.EACCES: OsRefused,
+    errno.EPERM: OsRefused,
 }
 
 

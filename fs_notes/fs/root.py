@@ -90,8 +90,6 @@ FolderReport = Callable[[str, int], None]
 """Told (folder path, its fd) of each folder a listing opens, before it is listed."""
 _READ_ATTEMPTS = 3
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
-_S_IFMT = stat.S_IFMT(0o177777)
-_S_IFREG = stat.S_IFREG
 
 
 class WorkspaceRoot:

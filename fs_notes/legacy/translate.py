@@ -38,7 +38,6 @@ RESERVED_PREFIX = "io.modelcontextprotocol/"
 MODERN_RESULT_KEYS = frozenset({"resultType", "ttlMs", "cacheScope"})
 # Params a legacy client cannot send: the adapter alone fills them from its own round trips.
 ADAPTER_PARAMS = frozenset({"inputResponses", "requestState"})
-FORWARDED_METHODS = ("elicitation/create", "sampling/createMessage")
 FALLBACK_SERVER_INFO: dict[str, Any] = {"name": "fs-notes", "version": "0"}
 
 

@@ -52,5 +52,3 @@ class ProtocolError(Exception):
         return err
 
 
-def invalid_params(message: str, *, log_detail: str | None = None) -> ProtocolError:
-    return ProtocolError(INVALID_PARAMS, message, log_detail=log_detail)

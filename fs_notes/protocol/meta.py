@@ -77,7 +77,6 @@ def read_meta(params: dict[str, Any]) -> RequestMeta:
     return RequestMeta(version, caps, info if isinstance(info, dict) else None)
 
 
-FORM_ELICITATION: dict[str, Any] = {"elicitation": {"form": {}}}
 SAMPLING: dict[str, Any] = {"sampling": {}}
 
 

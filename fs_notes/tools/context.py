@@ -43,7 +43,7 @@ from ..fs import (
 )
 from ..fs.errors import ResourceError
 from ..fs.watch import FolderWatch
-from ..lexical import LexicalError, NoteId, WorkspacePath, validate_folder, validate_note_id
+from ..lexical import LexicalError, WorkspacePath, validate_folder, validate_note_id
 from ..policy import AccessDenied, Operation, Policy, Principal, Workspace
 from ..protocol.cancel import checkpoint
 from ..protocol.dispatch import Call
@@ -301,13 +301,6 @@ class NotesEnv:
                 ws = grant.workspace
                 out.append(Opened(ws, self.roots[ws.name], ws.uri))
         return out
-
-
-def note_id_arg(raw: str) -> NoteId:
-    try:
-        return validate_note_id(raw)
-    except LexicalError as exc:
-        raise ToolFailure(f"invalid note id: {exc}") from None
 
 
 def guarded(
