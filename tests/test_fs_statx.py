@@ -57,7 +57,7 @@ def test_without_statx_it_falls_back_to_lstat_and_no_mount_id(
     fd = _dirfd(folder)
     try:
         with_statx = lstat_at(fd, "note.md")
-        monkeypatch.setattr(statx, "_statx", None)
+        monkeypatch.setattr(statx, "statx_fn", None)
         without = lstat_at(fd, "note.md")
         assert without.mnt_id is None
         assert without._replace(mnt_id=with_statx.mnt_id) == with_statx

@@ -15,30 +15,14 @@ import ctypes
 import errno
 import os
 import struct
-import threading
-from collections.abc import Callable
+
+from .statx import STATX_MNT_ID, result_buffer, statx_fn
 
 __all__ = ["mount_id", "mount_id_at"]
 
 AT_EMPTY_PATH = 0x1000
 AT_SYMLINK_NOFOLLOW = 0x100
-STATX_MNT_ID = 0x1000
-_STATX_SIZE = 256
-
-
-def _load_statx() -> Callable[..., int] | None:
-    fn = getattr(ctypes.CDLL(None, use_errno=True), "statx", None)
-    if fn is None:
-        return None
-    # No argtypes (their conversion costs as much as the call): every argument is an int-sized
-    # integer (dirfd, flags, mask) or a pointer (path bytes, result buffer), passed as is.
-    fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
-
-
-_statx = _load_statx()
 _MASK_AND_MNT_ID = struct.Struct("=I140xQ")  # stx_mask at 0x00, stx_mnt_id at 0x90
-_local = threading.local()  # one result buffer per thread, reused
 
 
 def mount_id(fd: int) -> int | None:
@@ -52,12 +36,10 @@ def mount_id_at(dirfd: int, name: str) -> int | None:
 
 
 def _mount_id(dirfd: int, path: bytes, flags: int) -> int | None:
-    if _statx is None:
+    if statx_fn is None:
         return None
-    buf = getattr(_local, "buf", None)
-    if buf is None:
-        buf = _local.buf = ctypes.create_string_buffer(_STATX_SIZE)
-    if _statx(dirfd, path, flags, STATX_MNT_ID, buf) != 0:
+    buf = result_buffer()
+    if statx_fn(dirfd, path, flags, STATX_MNT_ID, buf) != 0:
         err = ctypes.get_errno()
         if err == errno.ENOSYS:  # libc has the wrapper, the kernel has not
             return None

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-__all__ = ["NoteStat", "lstat_at"]
+__all__ = ["STATX_MNT_ID", "NoteStat", "lstat_at", "result_buffer", "statx_fn"]
 
 AT_SYMLINK_NOFOLLOW = 0x100
 # STATX_TYPE | MODE | NLINK | UID | GID | MTIME | CTIME | INO | SIZE: what NoteStat holds.
@@ -83,8 +83,17 @@ def _load_statx() -> Callable[..., int] | None:
     return fn  # type: ignore[no-any-return]
 
 
-_statx = _load_statx()
+#: The libc statx binding, loaded once for the package (mounts.py uses it too); None without one.
+statx_fn = _load_statx()
 _local = threading.local()  # one result buffer per thread, reused
+
+
+def result_buffer() -> ctypes.Array[ctypes.c_char]:
+    """This thread's statx result buffer (struct statx), reused."""
+    buf: ctypes.Array[ctypes.c_char] | None = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = ctypes.create_string_buffer(_BUFFER_SIZE)
+    return buf
 _unpack = _LAYOUT.unpack_from
 _makedev = os.makedev
 _NS = 1_000_000_000
@@ -98,15 +107,13 @@ def _fallback(dirfd: int, name: str) -> NoteStat:
 
 def lstat_at(dirfd: int, name: str) -> NoteStat:
     """The lstat fields and mount id of entry ``name`` of ``dirfd``; OSError on failure."""
-    if _statx is None:
+    if statx_fn is None:
         return _fallback(dirfd, name)
-    buf = getattr(_local, "buf", None)
-    if buf is None:
-        buf = _local.buf = ctypes.create_string_buffer(_BUFFER_SIZE)
+    buf = result_buffer()
     raw = name.encode(_FS_ENCODING, _FS_ERRORS)
     if b"\x00" in raw:
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
-    if _statx(dirfd, raw, AT_SYMLINK_NOFOLLOW, STATX_NEEDED | STATX_MNT_ID, buf) != 0:
+    if statx_fn(dirfd, raw, AT_SYMLINK_NOFOLLOW, STATX_NEEDED | STATX_MNT_ID, buf) != 0:
         err = ctypes.get_errno()
         if err == errno.ENOSYS:  # libc has the wrapper, the kernel has not
             return _fallback(dirfd, name)
