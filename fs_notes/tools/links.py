@@ -30,7 +30,7 @@ import urllib.parse
 from dataclasses import dataclass
 
 from ..search.index import NoteIndex, stem_of
-from .titles import front_matter_block
+from .titles import front_matter_block, prose_lines
 
 MAX_LINKS_PER_NOTE = 1000
 MAX_LISTED = 1000
@@ -43,7 +43,6 @@ _MARKDOWN = re.compile(
     r"(!?)\[(?:[^\[\]\n]|\[[^\[\]\n]*+\])*+\]"
     r"\(\s*+<?([^()\[\]\s<>]{1,2048}+)>?(?:\s++\"[^\"]*+\")?\s*+\)"
 )
-_INLINE_CODE = re.compile(r"`[^`\n]*`")
 
 
 @dataclass(frozen=True)
@@ -57,20 +56,7 @@ def links_of(text: str) -> list[Link]:
     """The links of a note's text, in order (outside code)."""
     _, body = front_matter_block(text)
     out: list[Link] = []
-    if "[" not in body:
-        return out
-    fence: str | None = None
-    fences = "```" in body or "~~~" in body
-    for line in body.splitlines():
-        if fences and ("`" in line or "~" in line):
-            marker = line.lstrip()[:3]
-            if marker in ("```", "~~~"):
-                fence = None if fence == marker else (fence or marker)
-                continue
-        if fence is not None or "[" not in line or line.startswith(("    ", "\t")):
-            continue
-        if "`" in line:
-            line = _INLINE_CODE.sub(" ", line)
+    for line in prose_lines(body, "["):
         found: list[tuple[int, Link]] = []
         for m in _WIKI.finditer(line):
             inner = m.group(2).split("|", 1)[0]

@@ -24,12 +24,11 @@ import re
 
 import yaml
 
-from .titles import front_matter_block, front_matter_node
+from .titles import front_matter_block, front_matter_node, prose_lines
 
 MAX_TAGS_PER_NOTE = 200
 MAX_TAG_CHARS = 128
 _TAG = re.compile(r"(?<![\w&/#\\])#([\w/-]{1,128})", re.UNICODE)
-_INLINE_CODE = re.compile(r"`[^`\n]*`")
 _SEPARATORS = re.compile(r"[,\s]+")
 
 
@@ -62,20 +61,7 @@ def _front_matter_tags(text: str) -> list[str]:
 
 def _inline_tags(body: str) -> list[str]:
     out: list[str] = []
-    if "#" not in body:
-        return out
-    fence: str | None = None
-    fences = "```" in body or "~~~" in body
-    for line in body.splitlines():
-        if fences and ("`" in line or "~" in line):
-            marker = line.lstrip()[:3]
-            if marker in ("```", "~~~"):
-                fence = None if fence == marker else (fence or marker)
-                continue
-        if fence is not None or "#" not in line or line.startswith(("    ", "\t")):
-            continue
-        if "`" in line:
-            line = _INLINE_CODE.sub(" ", line)
+    for line in prose_lines(body, "#"):
         for m in _TAG.finditer(line):
             tag = valid_tag(m.group(1))
             if tag is not None:

@@ -19,6 +19,7 @@ Work is bounded: front matter up to ``MAX_FRONT_MATTER_CHARS``, headings in the 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import yaml
 
@@ -197,3 +198,25 @@ def headings_of(body: str, limit: int = TITLE_SCAN_CHARS) -> list[str]:
                 if len(out) >= MAX_HEADINGS:
                     break
     return out
+
+
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+
+
+def prose_lines(body: str, needle: str) -> Iterator[str]:
+    """The lines of ``body`` outside fenced and indented code that hold ``needle``, with their
+    `inline code` blanked (what links.py and tags.py look for links and #tags in). Linear: a
+    line without ``needle`` is only tested for a fence."""
+    if needle not in body:
+        return
+    fence: str | None = None
+    fences = "```" in body or "~~~" in body
+    for line in body.splitlines():
+        if fences and ("`" in line or "~" in line):
+            marker = line.lstrip()[:3]
+            if marker in ("```", "~~~"):
+                fence = None if fence == marker else (fence or marker)
+                continue
+        if fence is not None or needle not in line or line.startswith(("    ", "\t")):
+            continue
+        yield _INLINE_CODE.sub(" ", line) if "`" in line else line
