@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from fs_notes.fs.resolver import SymlinkPolicy  # (one home: the filesystem layer's)
+from fs_notes.fs.resolvers import SymlinkPolicy  # (one home: the filesystem layer's)
 from fs_notes.lexical import (
     LexicalError,
     WorkspacePath,

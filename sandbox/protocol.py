@@ -101,8 +101,6 @@ _U32 = struct.Struct(">I")
 _TIMEVAL = struct.Struct("@ll")  # struct timeval on LP64 Linux (x86-64, arm64)
 
 _LOW64: Final = (1 << 64) - 1
-_SIZE_END: Final = 1 << 63
-_TIME_END: Final = 1 << 96  # the ranges of fs_notes.fs.identity.Identity.from_json
 _U32_MAX: Final = (1 << 32) - 1
 _MAX_TIMEVAL: Final = float(1 << 31)  # longer timeouts are clamped (68 years)
 _CHUNK: Final = 65536
@@ -269,14 +267,10 @@ def encode_identity(ident: Identity) -> bytes:
 
 
 def _identity(dev: int, ino: int, size: int, mhi: int, mlo: int, chi: int, clo: int) -> Identity:
-    mtime, ctime = (mhi << 64) | mlo, (chi << 64) | clo
-    if (
-        size >= _SIZE_END
-        or not -_TIME_END <= mtime < _TIME_END
-        or not -_TIME_END <= ctime < _TIME_END
-    ):
-        raise ProtocolError("identity out of range")
-    return Identity(dev, ino, size, mtime, ctime)
+    try:  # the one parser of an identity's fields (fs/identity.py), with its ranges
+        return Identity.from_json([dev, ino, size, (mhi << 64) | mlo, (chi << 64) | clo])
+    except ValueError:
+        raise ProtocolError("identity out of range") from None
 
 
 def decode_identity(data: bytes) -> Identity:

@@ -251,10 +251,6 @@ def confirm_expectation(
     )
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def candidates_from_payload(payload: Mapping[str, Any]) -> list[Candidate]:
     """The sealed candidates; a malformed list (a server bug) is a StateRejected, fail closed."""
     raw = payload.get("candidates")
@@ -267,9 +263,11 @@ def candidates_from_payload(payload: Mapping[str, Any]) -> list[Candidate]:
         note_id, identity = item["id"], item["identity"]
         if not (isinstance(note_id, str) and note_id):
             raise StateRejected("candidate id malformed")
-        if not (isinstance(identity, list) and len(identity) == 5 and all(map(_is_int, identity))):
-            raise StateRejected("candidate identity malformed")
-        candidates.append(Candidate(note_id, FileIdentity(*identity)))
+        try:  # the one parser of an identity (fs/identity.py): five ints within their ranges
+            parsed = FileIdentity.from_json(identity)
+        except ValueError:
+            raise StateRejected("candidate identity malformed") from None
+        candidates.append(Candidate(note_id, parsed))
     if len({c.id for c in candidates}) != len(candidates):
         raise StateRejected("candidate ids repeated")
     return candidates

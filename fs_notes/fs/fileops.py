@@ -19,7 +19,7 @@ import stat
 
 from .errors import FsError, SymlinkRefused
 from .identity import Identity
-from .resolver import is_symlink_at, raise_from_os
+from .resolvers import is_symlink_at, raise_from_os
 from .statx import NoteStat
 
 __all__ = ["TMP_PREFIX", "create_in", "read_upto", "replace_in", "sync_dir", "write_all"]

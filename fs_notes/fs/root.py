@@ -2,17 +2,17 @@
 
 Guarantees (layer 2; they hold even with the lexical layer above switched off): the workspace is
 opened once (O_DIRECTORY|O_NOFOLLOW) and every path is resolved from that fd by openat2
-(RESOLVE_BENEATH|NO_SYMLINKS|NO_MAGICLINKS|NO_XDEV) or by the component walk (``walk.py``). An
-absolute path, any '..', another mount, or a magic link raises Escape; a symlink anywhere raises
-SymlinkRefused (policy 'deny'; under 'within' it is followed only while it stays beneath the
-workspace, and never as the last component of a create, update or delete); NUL, '', '.' and
-over-long names raise InvalidPath. A note is a regular file with exactly one link: anything else
-raises NotRegular / Hardlinked before a byte is read or written. Reads go through the fd that was
-checked; files are opened O_NONBLOCK so a FIFO never blocks. Creates never replace anything
-(O_CREAT|O_EXCL|O_NOFOLLOW); updates write a temp file beside the note, fsync, then renameat over
-it; deletes resolve the parent fd, lstat the name, compare it with the expected Identity and
-unlinkat it (without fsyncing the folder: a deletion is atomic and visible at once, but a power
-loss right after it may undo it). Error messages never include a path.
+(RESOLVE_BENEATH|NO_SYMLINKS|NO_MAGICLINKS|NO_XDEV) or by the component walk
+(``resolvers/walk.py``). An absolute path, any '..', another mount, or a magic link raises Escape;
+a symlink anywhere raises SymlinkRefused (policy 'deny'; under 'within' it is followed only while
+it stays beneath the workspace, and never as the last component of a create, update or delete);
+NUL, '', '.' and over-long names raise InvalidPath. A note is a regular file with exactly one link:
+anything else raises NotRegular / Hardlinked before a byte is read or written. Reads go through the
+fd that was checked; files are opened O_NONBLOCK so a FIFO never blocks. Creates never replace
+anything (O_CREAT|O_EXCL|O_NOFOLLOW); updates write a temp file beside the note, fsync, then
+renameat over it; deletes resolve the parent fd, lstat the name, compare it with the expected
+Identity and unlinkat it (without fsyncing the folder: a deletion is atomic and visible at once,
+but a power loss right after it may undo it). Error messages never include a path.
 
 What this layer does NOT protect against (decided, not overlooked):
 - Bind mounts of the same device inside the workspace, on old kernels only. Mounts are refused,
@@ -68,8 +68,7 @@ from .fileops import TMP_PREFIX, create_in, read_upto, replace_in
 from .identity import Identity
 from .listing_cache import Entry, ListingCache
 from .paths import MAX_COMPONENTS, split_folder, split_relpath
-from .resolve_openat2 import Openat2Resolver
-from .resolver import (
+from .resolvers import (
     DIR_FLAGS,
     Anchor,
     Resolver,
@@ -78,8 +77,9 @@ from .resolver import (
     open_child_dir,
     raise_from_os,
 )
+from .resolvers.openat2 import Openat2Resolver
+from .resolvers.walk import WalkResolver
 from .statx import NoteStat, lstat_at
-from .walk import WalkResolver
 
 __all__ = ["TMP_PREFIX", "ResolverChoice", "SkipReport", "WorkspaceRoot"]
 

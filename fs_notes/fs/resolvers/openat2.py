@@ -17,8 +17,8 @@ import errno
 import os
 from collections.abc import Sequence
 
-from . import openat2 as _openat2
-from .resolver import (
+from .. import openat2 as _openat2
+from . import (
     DIR_FLAGS,
     Anchor,
     close_quietly,

@@ -21,8 +21,8 @@ import stat
 from collections import deque
 from collections.abc import Sequence
 
-from .errors import Escape, InvalidPath, NoteNotFound, NotRegular, SymlinkRefused
-from .resolver import (
+from ..errors import Escape, InvalidPath, NoteNotFound, NotRegular, SymlinkRefused
+from . import (
     DIR_FLAGS,
     MAX_LINK_HOPS,
     Anchor,

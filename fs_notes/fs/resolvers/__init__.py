@@ -1,4 +1,7 @@
-"""What both resolvers share: the anchor (the workspace fd and its mount), their interface, flags.
+"""The resolvers, side by side (as libpathrs' src/resolvers/): `openat2.py` resolves a path in
+one openat2(2) call (RESOLVE_BENEATH|NO_SYMLINKS|NO_MAGICLINKS|NO_XDEV), `walk.py` walks it one
+O_NOFOLLOW component at a time where openat2 is missing. This module is what both share: the
+anchor (the workspace fd and its mount), their interface (`Resolver`), flags and helpers.
 
 Guarantees: ``Anchor.require_same_mount`` raises Escape for an fd on another mount than the
 workspace root: by mount id when the kernel reports one (this also catches bind mounts of the same
@@ -18,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NoReturn, Protocol
 
-from . import mounts
-from .errors import Escape, SymlinkRefused, error_for_errno
-from .statx import NoteStat
+from .. import mounts
+from ..errors import Escape, SymlinkRefused, error_for_errno
+from ..statx import NoteStat
 
 __all__ = [
     "DIR_FLAGS",
