@@ -112,11 +112,16 @@ class Decision:
         reason: str  # "declined" (action decline) or "not-confirmed" (accept, confirm false)
         spends_nonce: ClassVar[bool] = True
         audit_outcome: ClassVar[str] = "declined"
+        ending: ClassVar[str] = "Not deleted: the user declined."
 
     @dataclass(frozen=True)
     class Cancelled:
         spends_nonce: ClassVar[bool] = False
         audit_outcome: ClassVar[str] = "cancelled"
+        ending: ClassVar[str] = (
+            "Cancelled: nothing was deleted. "
+            "The same confirmation can be retried until it expires."
+        )
 
 
 Outcome = Decision.Delete | Decision.Declined | Decision.Cancelled

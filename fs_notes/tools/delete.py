@@ -267,20 +267,15 @@ class DeleteTool:
         if self._spent(call, name, nonce):  # a clear answer early; the atomic claim comes later
             self._audit(call, name, None, "replay-refused")
             raise _refuse_state("nonce already spent")
-        if isinstance(outcome, Decision.Cancelled):
-            self._audit(call, name, None, "cancelled")
-            return _complete(
-                "Cancelled: nothing was deleted. "
-                "The same confirmation can be retried until it expires.",
-                {"deleted": None, "outcome": "cancelled"},
-            )
-        if isinstance(outcome, Decision.Declined):
+        if isinstance(outcome, Decision.Delete):
+            return self._delete(call, name, ws, outcome, nonce, expires)
+        # Declined or cancelled: what each spends and records is the decision table's
+        # (confirm/flow.py): a decline spends the nonce, a cancel leaves it for a retry.
+        if outcome.spends_nonce:
             self._claim(call, name, None, nonce, expires)
-            self._audit(call, name, None, "declined", outcome.reason)
-            return _complete(
-                "Not deleted: the user declined.", {"deleted": None, "outcome": "declined"}
-            )
-        return self._delete(call, name, ws, outcome, nonce, expires)
+        reason = outcome.reason if isinstance(outcome, Decision.Declined) else None
+        self._audit(call, name, None, outcome.audit_outcome, reason)
+        return _complete(outcome.ending, {"deleted": None, "outcome": outcome.audit_outcome})
 
     def _spent(self, call: Call, ws: str, nonce: str) -> bool:
         try:
