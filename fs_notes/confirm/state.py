@@ -56,6 +56,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from ..protocol.errors import INVALID_PARAMS, ProtocolError
+
 __all__ = [
     "DEFAULT_TTL",
     "MAX_TOKEN_CHARS",
@@ -67,11 +69,18 @@ __all__ = [
     "StateSealer",
     "StateTooLarge",
     "args_digest",
+    "refuse_state",
 ]
 
 logger = logging.getLogger(__name__)
 
 WIRE_MESSAGE = "requestState is invalid or expired"
+
+
+def refuse_state(reason: str) -> ProtocolError:
+    """The one refusal of a requestState, whichever tool's: -32602 with `WIRE_MESSAGE` on the
+    wire (a client learns nothing of why), `reason` only in the server's log."""
+    return ProtocolError(INVALID_PARAMS, WIRE_MESSAGE, log_detail=f"requestState refused: {reason}")
 MAX_TOKEN_CHARS = 16 * 1024
 DEFAULT_TTL = 300.0
 FUTURE_SKEW = 60.0

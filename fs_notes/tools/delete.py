@@ -39,7 +39,7 @@ from ..confirm.flow import (
     input_request,
 )
 from ..confirm.replay import PrincipalQuotaFull, ReplayStore, ReplayStoreFull
-from ..confirm.state import WIRE_MESSAGE, StateRejected, StateSealer, StateTooLarge
+from ..confirm.state import StateRejected, StateSealer, StateTooLarge, refuse_state
 from ..fs import FsError, Identity
 from ..lexical import LexicalError
 from ..policy import Principal
@@ -91,10 +91,6 @@ def _code(exc: Exception) -> str:
 
 def _complete(text: str, structured: dict[str, Any]) -> dict[str, Any]:
     return CallToolResult(content=[TextContent(text=text)], structured_content=structured).wire()
-
-
-def _refuse_state(reason: str) -> ProtocolError:
-    return ProtocolError(INVALID_PARAMS, WIRE_MESSAGE, log_detail=f"requestState refused: {reason}")
 
 
 def find_candidates(env: NotesEnv, ws: Opened, title: str) -> list[Candidate]:
@@ -249,11 +245,11 @@ class DeleteTool:
             outcome = decide(payload, call.params.get("inputResponses"), title=args["title"])
         except StateRejected as exc:
             self._audit(call, name, None, "state-refused", "state")
-            raise _refuse_state(exc.reason) from None
+            raise refuse_state(exc.reason) from None
         except ResponseMissing:  # asked again, the same form under the same (unspent) state
             if self._spent(call, name, str(payload["nonce"])):
                 self._audit(call, name, None, "replay-refused")
-                raise _refuse_state("nonce already spent") from None
+                raise refuse_state("nonce already spent") from None
             # The sealed candidates, each with its title as found now (titles are not sealed).
             titles = {c.id: c.title for c in find_candidates(self.env, ws, args["title"])}
             sealed = [replace(c, title=titles.get(c.id)) for c in candidates_from_payload(payload)]
@@ -266,7 +262,7 @@ class DeleteTool:
         nonce, expires = str(payload["nonce"]), float(payload["exp"])
         if self._spent(call, name, nonce):  # a clear answer early; the atomic claim comes later
             self._audit(call, name, None, "replay-refused")
-            raise _refuse_state("nonce already spent")
+            raise refuse_state("nonce already spent")
         if isinstance(outcome, Decision.Delete):
             return self._delete(call, name, ws, outcome, nonce, expires)
         # Declined or cancelled: what each spends and records is the decision table's
@@ -305,7 +301,7 @@ class DeleteTool:
             ) from None
         if not won:
             self._audit(call, ws, note_id, "replay-refused")
-            raise _refuse_state("nonce already spent")
+            raise refuse_state("nonce already spent")
 
     def _delete(
         self, call: Call, name: str, ws: Opened, choice: Decision.Delete, nonce: str, expires: float

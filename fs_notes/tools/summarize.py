@@ -32,7 +32,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from ..confirm.state import WIRE_MESSAGE, Expectation, StateRejected, StateSealer, StateTooLarge
+from ..confirm.state import (
+    Expectation,
+    StateRejected,
+    StateSealer,
+    StateTooLarge,
+    refuse_state,
+)
 from ..confirm.state import args_digest as digest
 from ..fs import FsError
 from ..policy import Principal
@@ -92,10 +98,6 @@ _WORD = re.compile(r"\w+")
 
 def _invalid(message: str) -> NoReturn:
     raise ProtocolError(INVALID_PARAMS, f"Invalid params: {message}")
-
-
-def _refuse_state(reason: str) -> ProtocolError:
-    return ProtocolError(INVALID_PARAMS, WIRE_MESSAGE, log_detail=f"requestState refused: {reason}")
 
 
 @dataclass(frozen=True)
@@ -406,8 +408,8 @@ class SummarizeTool:
             except StateRejected as exc:
                 if exc.reason == "phase mismatch" and phase != phases[-1]:
                     continue
-                raise _refuse_state(exc.reason) from None
-        raise _refuse_state("no phase")  # unreachable: the loop returns or raises
+                raise refuse_state(exc.reason) from None
+        raise refuse_state("no phase")  # unreachable: the loop returns or raises
 
 
 def _final(query: str, chosen: list[str], summary: str, model: str) -> dict[str, Any]:
