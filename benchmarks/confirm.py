@@ -17,9 +17,10 @@ import time
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
-from fs_notes.confirm.flow import Candidate, FileIdentity, confirm_expectation, confirm_payload
+from fs_notes.confirm.flow import Candidate, confirm_expectation, confirm_payload
 from fs_notes.confirm.replay import ReplayStore
 from fs_notes.confirm.state import KeyRing, StateSealer
+from fs_notes.fs import Identity
 
 
 def _claimer(path: str, nonces: list[str], barrier: Barrier, out: str) -> None:
@@ -59,7 +60,7 @@ def race(procs: int, count: int) -> bool:
 def seal_open(rounds: int) -> None:
     sealer = StateSealer(KeyRing.ephemeral())
     args = {"workspaceUri": "file:///n", "title": "TPS report"}
-    cands = [Candidate(f"dir/note-{i}.md", FileIdentity(1, i, 2, 3, 4)) for i in range(20)]
+    cands = [Candidate(f"dir/note-{i}.md", Identity(1, i, 2, 3, 4)) for i in range(20)]
     payload = confirm_payload(
         principal="alice", arguments=args, workspace="file:///n", candidates=cands
     )

@@ -19,7 +19,6 @@ from fs_notes.confirm.flow import (
     MAX_CANDIDATES,
     Candidate,
     Decision,
-    FileIdentity,
     Outcome,
     ResponseInvalid,
     ResponseMissing,
@@ -32,14 +31,15 @@ from fs_notes.confirm.flow import (
     requested_schema,
 )
 from fs_notes.confirm.state import KeyRing, StateRejected, StateSealer
+from fs_notes.fs import Identity
 
 SCHEMA_FILE = Path("/work/shared/mcp-schema/2026-07-28/schema.json")
 DEFS: dict[str, Any] = json.loads(SCHEMA_FILE.read_text())["$defs"]
 WS = "file:///home/alice/notes"
 TITLE = "TPS report"
 MTIME = 1_767_323_045_123_456_789  # 2026-01-02T03:04:05Z
-A = Candidate("projects/tps-report.md", FileIdentity(66, 1001, 120, MTIME, MTIME + 7))
-B = Candidate("archive/tps-report.md", FileIdentity(66, 1002, 80, MTIME - 86_400 * 10**9, MTIME))
+A = Candidate("projects/tps-report.md", Identity(66, 1001, 120, MTIME, MTIME + 7))
+B = Candidate("archive/tps-report.md", Identity(66, 1002, 80, MTIME - 86_400 * 10**9, MTIME))
 CANDIDATES = [A, B]
 PAYLOAD: dict[str, Any] = {"candidates": [A.to_json(), B.to_json()], "phase": "confirm"}
 
@@ -126,7 +126,7 @@ def test_file_identity_is_taken_from_a_stat_result(tmp_path: Path) -> None:
     note = tmp_path / "a.md"
     note.write_text("# A\n")
     st = note.stat()
-    ident = FileIdentity.of(st)
+    ident = Identity.of(st)
     assert ident == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 

@@ -22,6 +22,7 @@ from fs_notes.confirm.state import KeyRing
 from fs_notes.exercises import shown as judge
 from fs_notes.exercises.catalogue import ATTACKS, RENDERING, Attack
 from fs_notes.exercises.layout import build
+from fs_notes.fs import Identity
 from fs_notes.policy import Policy
 from fs_notes.render import json_shown, shown, shown_id, skeleton, spelled
 from fs_notes.tools import context, delete, read_tools
@@ -119,7 +120,7 @@ def test_different_names_have_different_skeletons() -> None:
 
 # --- the delete form -----------------------------------------------------------------------
 
-IDENT = flow.FileIdentity(1, 2, 3, 1_767_323_045_000_000_000, 5)
+IDENT = Identity(1, 2, 3, 1_767_323_045_000_000_000, 5)
 
 
 def _labels(candidates: list[flow.Candidate]) -> list[str]:

@@ -46,7 +46,6 @@ __all__ = [
     "MAX_CANDIDATES",
     "Candidate",
     "Decision",
-    "FileIdentity",
     "Outcome",
     "ResponseInvalid",
     "build_elicitation",
@@ -68,18 +67,13 @@ _DISPLAY_TITLE_CHARS = 120
 _DISPLAY_ID_CHARS = 200
 
 
-# What makes "the same file" (device, inode, size and both change times): the filesystem
-# layer's own Identity, sealed into the state and compared with the live note on the retry.
-FileIdentity = Identity
-
-
 @dataclass(frozen=True)
 class Candidate:
     """A note offered in the form: its id and the identity it had when the form was built
     (sealed), and its title (shown in the form only, never sealed: absent on the retry)."""
 
     id: str
-    identity: FileIdentity
+    identity: Identity
     title: str | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -104,7 +98,7 @@ class Decision:
     @dataclass(frozen=True)
     class Delete:
         note_id: str
-        identity: FileIdentity
+        identity: Identity
         spends_nonce: ClassVar[bool] = True
 
     @dataclass(frozen=True)
@@ -269,7 +263,7 @@ def candidates_from_payload(payload: Mapping[str, Any]) -> list[Candidate]:
         if not (isinstance(note_id, str) and note_id):
             raise StateRejected("candidate id malformed")
         try:  # the one parser of an identity (fs/identity.py): five ints within their ranges
-            parsed = FileIdentity.from_json(identity)
+            parsed = Identity.from_json(identity)
         except ValueError:
             raise StateRejected("candidate identity malformed") from None
         candidates.append(Candidate(note_id, parsed))

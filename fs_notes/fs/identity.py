@@ -34,7 +34,7 @@ def _int_in(value: object, low: int, high: int) -> int:
 class Identity(NamedTuple):
     # A NamedTuple, not a frozen dataclass: it is built and compared on every listed note and
     # every deletion, and a tuple costs a third as much. It compares equal to a tuple of the same
-    # five integers (FileIdentity included), which is the intended meaning.
+    # five integers, which is the intended meaning.
     dev: int
     ino: int
     size: int

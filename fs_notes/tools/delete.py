@@ -29,7 +29,6 @@ from ..confirm.flow import (
     MAX_CANDIDATES,
     Candidate,
     Decision,
-    FileIdentity,
     ResponseInvalid,
     ResponseMissing,
     candidates_from_payload,
@@ -110,7 +109,7 @@ def find_candidates(env: NotesEnv, ws: Opened, title: str) -> list[Candidate]:
         note_title = note.title.lower()
         if wanted in note_title:
             bucket = exact if note_title == wanted else partial
-            bucket.append(Candidate(note_id, FileIdentity.of(st), note.title))
+            bucket.append(Candidate(note_id, Identity.of(st), note.title))
     return exact + partial
 
 
