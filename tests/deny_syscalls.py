@@ -12,8 +12,24 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from collections.abc import Iterable
 
 import pyseccomp
+
+
+def load(names: Iterable[str], code: int) -> None:
+    """Make every call in `names` fail with errno `code`, in this process and all it starts.
+    Without no_new_privs where the kernel allows it (CAP_SYS_ADMIN, as CI's root has): the tests
+    check that the product sets it itself."""
+    flt = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
+    for name in names:
+        flt.add_rule(pyseccomp.ERRNO(code), name)
+    flt.set_attr(pyseccomp.Attr.CTL_NNP, 0)
+    try:
+        flt.load()
+    except OSError:
+        flt.set_attr(pyseccomp.Attr.CTL_NNP, 1)
+        flt.load()
 
 
 def main(argv: list[str]) -> int:
@@ -21,15 +37,7 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     cut = argv.index("--")
-    flt = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
-    for name in argv[:cut]:
-        flt.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
-    flt.set_attr(pyseccomp.Attr.CTL_NNP, 0)
-    try:
-        flt.load()
-    except OSError:
-        flt.set_attr(pyseccomp.Attr.CTL_NNP, 1)
-        flt.load()
+    load(argv[:cut], errno.EPERM)
     os.execvp(argv[cut + 1], argv[cut + 1 :])
     return 127  # not reached
 

@@ -17,7 +17,7 @@ import errno
 import os
 import sys
 
-import pyseccomp
+from deny_syscalls import load
 
 LANDLOCK_SYSCALLS = ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self")
 MARKER = "FS_NOTES_TEST_LANDLOCK_HIDDEN"
@@ -27,17 +27,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    flt = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
-    for name in LANDLOCK_SYSCALLS:
-        flt.add_rule(pyseccomp.ERRNO(errno.ENOSYS), name)
-    # Without no_new_privs where the kernel allows it (CAP_SYS_ADMIN, as CI's root has): the
-    # tests check that the product sets it itself.
-    flt.set_attr(pyseccomp.Attr.CTL_NNP, 0)
-    try:
-        flt.load()
-    except OSError:
-        flt.set_attr(pyseccomp.Attr.CTL_NNP, 1)
-        flt.load()
+    load(LANDLOCK_SYSCALLS, errno.ENOSYS)
     os.environ[MARKER] = "1"
     os.execvp(argv[0], argv)
     return 127  # not reached

@@ -120,15 +120,20 @@ def _without_closing(text: str) -> str:
     return text
 
 
+def _closes(fence: str, line: str) -> bool:
+    """Whether ``line`` closes the code block ``fence`` opened (the same character, at least as
+    many of it, nothing else)."""
+    stripped = line.strip()
+    return stripped.startswith(fence) and not stripped.strip(fence[0])
+
+
 def first_heading(body: str) -> str | None:
     """The first level-1 ATX or setext heading of ``body`` outside code, cleaned; or None."""
     fence: str | None = None
     paragraph: list[str] = []
     for line in body[:TITLE_SCAN_CHARS].splitlines():
         if fence is not None:
-            stripped = line.strip()
-            if stripped.startswith(fence) and not stripped.strip(fence[0]):
-                fence = None
+            fence = None if _closes(fence, line) else fence
             continue
         opened = _FENCE.match(line)
         if opened:
@@ -179,9 +184,7 @@ def headings_of(body: str, limit: int = TITLE_SCAN_CHARS) -> list[str]:
     previous_blank = True
     for line in body[:limit].splitlines():
         if fence is not None:
-            stripped = line.strip()
-            if stripped.startswith(fence) and not stripped.strip(fence[0]):
-                fence = None
+            fence = None if _closes(fence, line) else fence
             continue
         opened = _FENCE.match(line)
         if opened:
