@@ -232,6 +232,7 @@ class HttpTarget:
         self.token = secrets.token_urlsafe(24)
         token_file = tmp / "token"
         token_file.write_text(self.token)
+        token_file.chmod(0o600)  # the server refuses a token file others can read
         port_file = tmp / f"port-{time.monotonic_ns()}"
         args = ["--http", "127.0.0.1:0", "--token-file", str(token_file)]
         port_arg = ["--port-file", str(port_file)]
@@ -314,17 +315,19 @@ class InProcess:
     the tools acting in this process ("unconfined": no workers)."""
 
     def __init__(self, workspace: Path, state_dir: Path) -> None:
-        from fs_notes import serve
+        from fs_notes import compose
         from fs_notes.cli import _parser
+        from fs_notes.config import ServeConfig
 
         args = _parser().parse_args(
             ["serve", str(workspace), "--replay-db", str(state_dir / "replay.sqlite3")]
         )
-        self.policy = serve.build_policy(args)
+        config = ServeConfig.from_args(args)
+        self.policy = config.policy
         self.principal = self.policy.local_principal()
-        self.roots = serve.open_roots(self.policy)
-        self._confirm = serve.open_confirm_parts(args)
-        self.dispatcher, self.env = serve.build_server(
+        self.roots = compose.open_roots(self.policy)
+        self._confirm = compose.open_confirm_parts(config.state)
+        self.dispatcher, self.env = compose.build_server(
             self.policy, self.roots, self._confirm, deleter="unconfined", writer="unconfined"
         )
 
@@ -339,8 +342,7 @@ class InProcess:
     def close(self) -> None:
         for root in self.roots.values():
             root.close()
-        self._confirm.replay.close()
-        self._confirm.audit.close()
+        self._confirm.close()
 
 
 def in_process_rate(server: InProcess, method: str, max_calls: int, cap: float) -> Rate:

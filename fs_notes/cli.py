@@ -1,5 +1,6 @@
-"""Command line: `fs-notes serve | check | exercises | demo` (see docs/interface.md).
+"""Command line: `fs-notes serve | init | check | exercises | demo` (see docs/interface.md).
 
+The global options (`--log-level`, `--log-format`) are accepted before or after the subcommand.
 Exit status: 0 success, 2 usage or configuration error (one-line reason on stderr), 1 otherwise.
 """
 
@@ -7,24 +8,77 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
+from . import __version__
 from .errors import ConfigError
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+
+
+def _state_home() -> str:
+    """Where the state folder is by default (shown in --help; nothing is made here)."""
+    base = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "fs-notes")
+
+
+def _config_home() -> str:
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "fs-notes")
+
+
+def _global_options(defaults: bool) -> argparse.ArgumentParser:
+    """The options every subcommand also takes; only the top level sets their defaults, so a
+    value given after the subcommand is not reset by one given (or not) before it."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        type=str.lower,
+        default="info" if defaults else argparse.SUPPRESS,
+        help="what the log on stderr shows (default: info)",
+    )
+    options.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text" if defaults else argparse.SUPPRESS,
+        help="text: one line per record (default); json: one JSON object per line",
+    )
+    return options
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fs-notes", description="An MCP server for a folder of markdown notes."
+        prog="fs-notes",
+        description="An MCP server for a folder of markdown notes.",
+        parents=[_global_options(True)],
     )
-    parser.add_argument("--log-level", default="warning", help="debug, info, warning (default)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"fs-notes {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = [_global_options(False)]
+    state = _state_home()
 
-    serve = sub.add_parser("serve", help="serve notes over stdio (default) or Streamable HTTP")
+    serve = sub.add_parser(
+        "serve",
+        parents=common,
+        help="serve notes over stdio (default) or Streamable HTTP",
+        description="Serve a notes folder (or the workspaces of a policy file) over stdio, or "
+        "over Streamable HTTP with --http. Paths may start with ~ or $HOME.",
+    )
     serve.add_argument("workspace", nargs="?", help="the notes folder (zero-config mode)")
     serve.add_argument("--policy", help="policy file (TOML): principals, workspaces, grants")
     serve.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP at /mcp")
-    serve.add_argument("--token-file", help="bearer token for --http without --policy")
+    serve.add_argument(
+        "--token-file",
+        help="bearer token for --http without --policy (a file only you can read: chmod 600)",
+    )
     serve.add_argument(
         "--allow-origin",
         action="append",
@@ -40,9 +94,23 @@ def _parser() -> argparse.ArgumentParser:
         help="a Host header to accept besides the loopback names on the listening port, for "
         "ssh forwarding, docker -p or a reverse proxy; without :PORT, any port (repeatable)",
     )
-    serve.add_argument("--state-key-file", help="key ring for sealing requestState")
-    serve.add_argument("--replay-db", help="SQLite file of spent confirmation nonces")
-    serve.add_argument("--audit-log", help="append destructive decisions here as JSON lines")
+    serve.add_argument(
+        "--state-key-file",
+        metavar="FILE",
+        help="key ring sealing the delete confirmations (kid:base64 lines, or one bare secret); "
+        "default: state.keys beside the replay database, made (0600) on first start",
+    )
+    serve.add_argument(
+        "--replay-db",
+        metavar="FILE",
+        help="SQLite file of spent confirmation nonces (and the search index beside it); "
+        f"default: {os.path.join(state, 'replay.sqlite3')}",
+    )
+    serve.add_argument(
+        "--audit-log",
+        metavar="FILE",
+        help="append destructive decisions here as JSON lines (default: none)",
+    )
     serve.add_argument(
         "--allow-unconfined",
         action="store_true",
@@ -60,11 +128,40 @@ def _parser() -> argparse.ArgumentParser:
         "(for a supervisor or script that starts fs-notes; the server may write in FILE's folder)",
     )
 
-    check = sub.add_parser("check", help="which containment layers this host can enforce")
+    init = sub.add_parser(
+        "init",
+        parents=common,
+        help="write a policy, a state key ring and a bearer token for the given folders",
+        description="Set up fs-notes for HTTP or several folders: writes a policy naming the "
+        "folders, a state key ring and a bearer token (printed once; the policy keeps only its "
+        "SHA-256), all 0600, then prints the serve command and a client configuration.",
+    )
+    init.add_argument("folders", nargs="+", metavar="FOLDER", help="notes folders to serve")
+    init.add_argument(
+        "--config-dir",
+        default=_config_home(),
+        help=f"where to write policy.toml and state.keys (default: {_config_home()})",
+    )
+    init.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        default="127.0.0.1:8765",
+        help="the address the printed serve command listens on (default: 127.0.0.1:8765)",
+    )
+    init.add_argument("--name", help="the principal's name (default: your user name)")
+    init.add_argument(
+        "--read-only", action="store_true", help="grant read only (no create, update, delete)"
+    )
+
+    check = sub.add_parser(
+        "check", parents=common, help="which containment layers this host can enforce"
+    )
     check.add_argument("--json", action="store_true")
 
     exercises = sub.add_parser(
-        "exercises", help="escape exercises: every attack, with each layer knocked out in turn"
+        "exercises",
+        parents=common,
+        help="escape exercises: every attack, with each layer knocked out in turn",
     )
     exercises.add_argument("--json", action="store_true", help="machine-readable output")
     exercises.add_argument(
@@ -78,7 +175,7 @@ def _parser() -> argparse.ArgumentParser:
         "--race-seconds", type=float, default=600.0, help="time bound of the race harness"
     )
 
-    sub.add_parser("demo", help="a scripted session on a bundled sample folder")
+    sub.add_parser("demo", parents=common, help="a scripted session on a bundled sample folder")
     return parser
 
 
@@ -86,12 +183,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from .logline import install
 
-    install(getattr(logging, str(args.log_level).upper(), logging.WARNING), stream=sys.stderr)
+    install(
+        getattr(logging, args.log_level.upper()),
+        stream=sys.stderr,
+        json_lines=args.log_format == "json",
+    )
     try:
         if args.command == "serve":
             from .serve import serve
 
             return serve(args)
+        if args.command == "init":
+            from .init import init
+
+            return init(args)
         if args.command == "check":
             from .check import check
 

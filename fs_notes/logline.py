@@ -8,6 +8,10 @@ written as its escape (`\\n`, `\\u2028`, ...) and a backslash is doubled. A reco
 exactly one line, starting with the fixed `fs-notes LEVEL logger:` prefix; a traceback follows on
 the same line after ` | `.
 
+`--log-format json` (`JsonLineFormatter`) writes each record as one JSON object instead
+(`time`, `level`, `logger`, `message`, and `traceback` when there is one), for log collectors; the
+same escaping is applied to the message first, and JSON escapes what is left, so it is one line too.
+
 Guarantees this for every call site at once, including third-party loggers (uvicorn) and future
 ones: call sites need not remember. Does not: shorten long values (call sites cut what they log
 with `shown(value, limit)`), or keep a secret out of the log (call sites never log tokens).
@@ -15,6 +19,7 @@ with `shown(value, limit)`), or keep a secret out of the log (call sites never l
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from typing import TextIO
@@ -42,10 +47,29 @@ class LineFormatter(logging.Formatter):
         self.tag = tag
 
 
-def install(level: int, *, stream: TextIO | None = None, tag: str = "fs-notes") -> None:
+class JsonLineFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": shown(record.getMessage()),
+        }
+        if record.exc_info:
+            entry["traceback"] = shown(self.formatException(record.exc_info))
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def install(
+    level: int,
+    *,
+    stream: TextIO | None = None,
+    tag: str = "fs-notes",
+    json_lines: bool = False,
+) -> None:
     """Log to `stream` (stderr) at `level`, one line per record (replaces basicConfig)."""
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(LineFormatter(tag))
+    handler.setFormatter(JsonLineFormatter() if json_lines else LineFormatter(tag))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

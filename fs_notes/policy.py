@@ -298,6 +298,13 @@ class Policy:
             raise NotAuthenticated(NOT_AUTHENTICATED)
         return found
 
+    def sign_ins(self, principal: Principal) -> tuple[str, ...]:
+        """How `principal` can be recognised: "stdio" (the local user), "token" (HTTP)."""
+        ways: tuple[str, ...] = ("stdio",) if self._local == principal else ()
+        if any(p == principal for _, p in self._token_index):
+            ways += ("token",)
+        return ways
+
     def local_principal(self) -> Principal:
         """The stdio principal (``local = true``); PolicyError if the policy has none."""
         if self._local is None:

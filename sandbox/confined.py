@@ -153,8 +153,10 @@ class OsLayer:
                 "CREATES, UPDATES AND DELETIONS ARE NOT OS-CONFINED (--allow-unconfined): only "
                 "layers 1 and 2 protect files outside the workspaces"
             )
-        else:
-            log.warning(
+        else:  # a warning when something is refused or the server is not confined itself
+            weaker = bool(self._refusals) or not self._self_confined
+            log.log(
+                logging.WARNING if weaker else logging.INFO,
                 "OS containment: server self-confined: %s; workers for creates, updates and "
                 "deletions: %s%s",
                 "landlock" if self._self_confined else "no",

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from layers import requirement
 
+from fs_notes.compose import open_roots
 from fs_notes.policy import Policy
 from fs_notes.sandbox.confined import OsLayer
 from fs_notes.sandbox.probe import HostReport, probe
-from fs_notes.serve import open_roots
 
 
 def policy_for(ws: Path, sandbox: str = "landlock") -> Policy:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from wire import HttpServer, StdioServer, call_tool
+from wire import HttpServer, StdioServer, call_tool, write_secret
 
 TOKEN = "cancel-token-0123456789"
 
@@ -68,7 +68,7 @@ def test_a_cancelled_stdio_request_is_never_answered_and_its_search_stops(big: P
 
 def test_an_http_client_that_disconnects_cancels_its_request(big: Path, tmp_path: Path) -> None:
     token_file = tmp_path / "token"
-    token_file.write_text(TOKEN)
+    write_secret(token_file, TOKEN)
     server = HttpServer(str(big), "--token-file", str(token_file), tmp=tmp_path, token=TOKEN,
                         top=("--log-level", "info"))  # fmt: skip
     try:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import fs_notes
 from wire import REPO, child_env
 
 
@@ -38,7 +42,8 @@ def test_a_bad_policy_stops_serve_with_exit_2_naming_file_line_and_field(tmp_pat
     "args,needle",
     [
         (("serve",), "notes folder"),
-        (("serve", "/nonexistent/folder"), "not a folder"),
+        (("serve", "/nonexistent/folder"), "/nonexistent/folder: does not exist"),
+        (("serve", "{tmp}/file.md"), "file.md: not a folder"),
         (("serve", "{tmp}", "--http", "nonsense"), "HOST:PORT"),
         (("serve", "{tmp}", "--state-key-file", "/nonexistent/key"), "--state-key-file"),
     ],
@@ -46,6 +51,7 @@ def test_a_bad_policy_stops_serve_with_exit_2_naming_file_line_and_field(tmp_pat
 def test_configuration_errors_exit_2_with_one_line(
     tmp_path: Path, args: tuple[str, ...], needle: str
 ) -> None:
+    (tmp_path / "file.md").write_text("# a file\n")
     result = _run(*(a.replace("{tmp}", str(tmp_path)) for a in args))
     assert result.returncode == 2, result.stderr
     assert needle in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -53,3 +59,130 @@ def test_configuration_errors_exit_2_with_one_line(
 
 def test_usage_errors_exit_2() -> None:
     assert _run("frobnicate").returncode == 2
+
+
+def _run_as(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fs_notes", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=env,
+    )
+
+
+def test_version_prints_the_package_version() -> None:
+    result = _run("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"fs-notes {fs_notes.__version__}"
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_global_options_are_accepted_before_or_after_the_subcommand(
+    tmp_path: Path, where: str
+) -> None:
+    options = ("--log-level", "debug", "--log-format", "json")
+    args = (*options, "check") if where == "before" else ("check", *options)
+    result = _run(*args)
+    assert result.returncode == 0, result.stderr
+    control = _run("check")
+    assert control.returncode == 0 and result.stdout == control.stdout
+
+
+@pytest.mark.parametrize("args", [("--log-level", "verbose", "check"),
+                                  ("check", "--log-level", "verbose"),
+                                  ("check", "--log-format", "xml")])  # fmt: skip
+def test_an_invalid_global_option_is_a_usage_error_naming_the_choices(
+    args: tuple[str, ...],
+) -> None:
+    result = _run(*args)
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr and "choose from" in result.stderr
+
+
+def test_tilde_and_home_are_expanded_and_the_message_names_the_expanded_path(
+    tmp_path: Path,
+) -> None:
+    env = child_env(HOME=str(tmp_path))
+    for given in ("~/missing", "$HOME/missing", "${HOME}/missing"):
+        result = _run_as(env, "serve", given)
+        assert result.returncode == 2
+        assert result.stderr == f"fs-notes: {tmp_path}/missing: does not exist\n"
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# A\n")
+    served = _run_as(env, "serve", "~/notes", "--replay-db", str(tmp_path / "r.db"))
+    assert served.returncode == 0, served.stderr  # stdin is empty: serve, then exit on EOF
+    assert f"file://{tmp_path}/notes" in served.stderr
+
+
+def test_a_folder_the_user_cannot_read_is_not_readable_not_missing(tmp_path: Path) -> None:
+    """A 0000 folder. Root reads everything, so as root the server runs without the two
+    capabilities that bypass file permissions (setpriv drops them from the bounding set)."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o000)
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    prefix = drop if os.geteuid() == 0 else []
+    try:
+        result = subprocess.run(
+            [*prefix, sys.executable, "-m", "fs_notes", "serve", str(private)],
+            capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
+        )  # fmt: skip
+    finally:
+        private.chmod(0o700)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"fs-notes: {private}: not readable (permission denied)\n"
+
+
+def test_a_policy_naming_a_missing_folder_names_the_workspace_and_the_path(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "team.toml"
+    policy.write_text(
+        '[[principal]]\nname = "me"\nlocal = true\n\n[[workspace]]\nname = "team"\n'
+        f'path = "{tmp_path}/gone"\n'
+    )
+    result = _run("serve", "--policy", str(policy), "--replay-db", str(tmp_path / "r.db"))
+    assert result.returncode == 2
+    assert result.stderr == f'fs-notes: workspace "team" ({tmp_path}/gone): does not exist\n'
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o620, 0o666])
+def test_a_token_file_others_can_read_is_refused_saying_how_to_fix_it(
+    tmp_path: Path, mode: int
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("t" * 32)
+    token.chmod(mode)
+    result = _run("serve", str(tmp_path), "--http", "127.0.0.1:0", "--token-file", str(token))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"fs-notes: --token-file {token}: readable or writable by others "
+        f"(mode {mode:04o}); make it private with: chmod 600 {token}\n"
+    )
+    token.chmod(0o600)  # positive control: the same file, private, gets past the check
+    control = _run("serve", str(tmp_path), "--http", "bad", "--token-file", str(token))
+    assert control.returncode == 2 and "HOST:PORT" in control.stderr
+
+
+def test_serve_help_names_every_default_path(tmp_path: Path) -> None:
+    env = child_env(XDG_STATE_HOME=str(tmp_path / "st"), COLUMNS="1000")  # no wrapping
+    result = _run_as(env, "serve", "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert f"default: {tmp_path}/st/fs-notes/replay.sqlite3" in text
+    assert "default: state.keys beside the replay database" in text
+    assert "(default: none)" in text  # the audit log
+    assert "(default: info)" in text
+
+
+def test_json_log_format_writes_one_json_object_per_line(tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    result = _run(
+        "serve", str(tmp_path / "notes"), "--replay-db", str(tmp_path / "r.db"),
+        "--log-format", "json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stderr.splitlines()]
+    assert records and all(set(r) >= {"time", "level", "logger", "message"} for r in records)
+    assert any(r["message"].startswith("replay database: ") for r in records)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from wire import REPO, HttpServer, call_tool, child_env
+from wire import REPO, HttpServer, call_tool, child_env, write_secret
 
 from fs_notes.transport.http import HostCheck, split_host
 
@@ -26,7 +26,7 @@ def notes(tmp_path: Path) -> Path:
     ws = tmp_path / "notes"
     ws.mkdir()
     (ws / "plan.md").write_text("# Plan\n")
-    (tmp_path / "token").write_text(TOKEN)
+    write_secret(tmp_path / "token", TOKEN)
     return ws
 
 

@@ -22,7 +22,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from wire import REPO, HttpServer, child_env, http_server
+from wire import REPO, HttpServer, child_env, http_server, write_secret
 
 TOKEN = "sdk-legacy-token-0123456789abcdef"
 MODES = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28"}
@@ -81,7 +81,7 @@ async def _http_client(url: str, mode: str, **kw: Any) -> AsyncIterator[Client]:
 
 
 def _http(ws: Path, tmp: Path) -> Any:
-    (tmp / "token").write_text(TOKEN)
+    write_secret(tmp / "token", TOKEN)
     return http_server(
         str(ws),
         "--token-file",

@@ -24,6 +24,7 @@ from wire import (
     meta,
     request,
     stdio_server,
+    write_secret,
 )
 
 TOKEN = "test-token-0123456789abcdef"
@@ -331,7 +332,7 @@ def stdio(workspace: Path) -> Iterator[StdioServer]:
 def http(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     tmp = tmp_path_factory.mktemp("http")
     token_file = tmp / "token"
-    token_file.write_text(TOKEN + "\n")
+    write_secret(token_file, TOKEN + "\n")
     with http_server(
         str(workspace), "--token-file", str(token_file), tmp=tmp, token=TOKEN
     ) as server:

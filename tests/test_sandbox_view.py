@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from layers import requirement
-from wire import REPO, child_env
+from wire import REPO, child_env, write_secret
 
 PRELUDE = """
 import errno, json, os, sys
@@ -72,7 +72,7 @@ def layout(tmp_path: Path) -> Path:
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.md").write_text("# A\n")
     (tmp_path / "outside.md").write_text("# outside\n")
-    (tmp_path / "key").write_text("k" * 64)
+    write_secret(tmp_path / "key", "k" * 64)
     (tmp_path / "ro.txt").write_text("read only\n")
     return tmp_path
 

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from wire import REPO, HttpServer, http_server
+from wire import REPO, HttpServer, http_server, write_secret
 
 TOKEN = "sdk-token-0123456789abcdef"
 TOOLS = {
@@ -135,7 +135,7 @@ def test_official_client_over_stdio(workspace: Path) -> None:
 
 @pytest.fixture
 def http(workspace: Path, tmp_path: Path) -> Iterator[HttpServer]:
-    (tmp_path / "token").write_text(TOKEN)
+    write_secret(tmp_path / "token", TOKEN)
     with http_server(
         str(workspace), "--token-file", str(tmp_path / "token"), tmp=tmp_path, token=TOKEN
     ) as srv:
@@ -200,7 +200,7 @@ def test_official_client_delete_flow_with_an_elicitation_callback(
             ) as c:
                 await flow(c)
             return
-        (tmp_path / "token").write_text(TOKEN)
+        write_secret(tmp_path / "token", TOKEN)
         with http_server(
             str(workspace),
             "--token-file",

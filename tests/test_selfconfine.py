@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from layers import requirement
-from wire import REPO, StdioServer, child_env, request
+from wire import REPO, StdioServer, child_env, request, write_secret
 
 from fs_notes.policy import Policy
 from fs_notes.policy_file import load_policy
@@ -111,7 +111,7 @@ def layout(tmp_path: Path) -> Path:
     (tmp_path / "notes" / "b.md").write_text("# B\n")
     (tmp_path / "outside.md").write_text("# outside\n")
     (tmp_path / "state").mkdir()
-    (tmp_path / "key").write_text("k" * 64)
+    write_secret(tmp_path / "key", "k" * 64)
     return tmp_path
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wire import HttpServer, call_tool, check_message, http_server, request
+from wire import HttpServer, call_tool, check_message, http_server, request, write_secret
 
 TOKEN = "http-token-abcdefghijklmnop"
 
@@ -25,7 +25,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     ws.mkdir()
     (ws / "résumé.md").write_text("# Résumé\n")
     (ws / "plain.md").write_text("# Plain\n")
-    (tmp / "token").write_text(f"  {TOKEN}\n")
+    write_secret(tmp / "token", f"  {TOKEN}\n")
     with http_server(str(ws), "--token-file", str(tmp / "token"), tmp=tmp, token=TOKEN) as srv:
         srv.workspace = ws  # type: ignore[attr-defined]
         yield srv

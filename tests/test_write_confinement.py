@@ -16,6 +16,7 @@ from layers import requirement
 from oslayer import chroot_only, host_mode, make_layer, nothing_enforceable, policy_for
 from wire import StdioServer, call_tool
 
+from fs_notes.compose import ConfirmParts, build_server, open_roots
 from fs_notes.confirm.audit import AuditLog
 from fs_notes.confirm.replay import ReplayStore
 from fs_notes.confirm.state import KeyRing, StateSealer
@@ -25,7 +26,6 @@ from fs_notes.policy import Policy, Principal
 from fs_notes.protocol.envelope import Request
 from fs_notes.sandbox import probe as sandbox_probe
 from fs_notes.sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
-from fs_notes.serve import ConfirmParts, build_server, open_roots
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",

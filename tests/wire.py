@@ -168,6 +168,13 @@ def _state_home() -> str:
     return _STATE_HOME
 
 
+def write_secret(path: Path, text: str) -> Path:
+    """A token or key file as the server requires one: readable by its owner only."""
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
 def child_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"

@@ -4,8 +4,8 @@
         --state DIR [--leak-fd DIR] [--bind SRC:DST ...]
 
 It builds the server the way `fs-notes serve --policy FILE` does (the same policy, root handles,
-self-confinement, OS layer, tools and dispatcher, via `serve.build_server`) and serves it over
-stdio, with these differences and no others:
+self-confinement, OS layer, tools and dispatcher, from the composition root `compose.py`) and
+serves it over stdio, with these differences and no others:
 
 - `--knockout lexical`: note ids and folders reach the filesystem layer unchecked, and URIs are
   parsed naively (`naive.naive_uri_parts`); authorization still decides which workspace.
@@ -36,11 +36,12 @@ from typing import Any, Literal
 from fs_notes.sandbox.kinds import Mode
 from fs_notes.sandbox.probe import HostReport
 
+from ..compose import build_server, open_confirm_parts, open_roots
+from ..config import StatePaths
 from ..errors import ConfigError
 from ..fs import WorkspaceRoot
 from ..policy import Policy, PolicyError
 from ..policy_file import load_policy
-from ..serve import build_server, open_confirm_parts, open_roots
 from ..tools.context import NoteRoot
 from ..tools.delete import NoteDeleter
 from ..tools.write_tools import NoteWriter
@@ -87,7 +88,7 @@ def _leak(paths: Sequence[str]) -> tuple[int, ...]:
 
 
 def _confine_self(
-    knockout: str, policy_path: str, replay_db: str, roots: dict[str, WorkspaceRoot]
+    knockout: str, policy: Policy, replay_db: str, roots: dict[str, WorkspaceRoot]
 ) -> tuple[bool, HostReport | None]:
     """Whether Landlock confines this process, and the host probe made before the private view
     (without Landlock: what the workers' mode is chosen from)."""
@@ -96,7 +97,7 @@ def _confine_self(
     from ..sandbox.selfconfine import SelfConfinementFailed, confine_server
 
     try:
-        done = confine_server(load_policy(policy_path), replay_db=replay_db, roots=roots)
+        done = confine_server(policy, replay_db=replay_db, roots=roots)
     except SelfConfinementFailed as exc:
         raise ConfigError(f"self-confinement failed: {exc}") from None
     return done.enforced, done.host
@@ -167,8 +168,7 @@ def run(argv: Sequence[str]) -> int:
         principal = policy.local_principal()
     except PolicyError as exc:
         raise ConfigError(str(exc)) from None
-    state = argparse.Namespace(
-        state_key_file=None,
+    state = StatePaths(
         replay_db=os.path.join(args.state, "replay.db"),
         audit_log=os.path.join(args.state, "audit.jsonl"),
     )
@@ -177,7 +177,7 @@ def run(argv: Sequence[str]) -> int:
     trace = Trace()
     real = open_roots(policy) if knockout != "filesystem" else {}
     host = HostLookup()  # the judge's look at the host, from before the private view
-    self_confined, host_report = _confine_self(knockout, args.policy, confirm.replay.path, real)
+    self_confined, host_report = _confine_self(knockout, policy, confirm.replay.path, real)
     roots: dict[str, NoteRoot] = {}
     for ws in policy.workspaces:
         if knockout == "filesystem":
@@ -245,8 +245,7 @@ def run(argv: Sequence[str]) -> int:
             close()
         for root in real.values():
             root.close()
-        confirm.replay.close()
-        confirm.audit.close()
+        confirm.close()
     return 0
 
 

@@ -1,0 +1,207 @@
+"""The server's configuration, typed: parsed once from the command line and the policy.
+
+`ServeConfig.from_args` turns `fs-notes serve`'s arguments into values that nothing downstream
+re-parses: the policy (zero-config WORKSPACE or --policy FILE), the HTTP options, the paths of
+the confirmation state, and the two operator switches. Every path a person types is expanded
+(`~`, `$HOME`) first, and every message names the expanded path. Every problem is a
+`ConfigError` with one line that says what to do.
+
+The composition root (`compose.py`) builds the server from a `ServeConfig`; `serve.py` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import ipaddress
+import os
+import re
+from dataclasses import dataclass
+
+from .errors import ConfigError
+from .policy import Policy, PolicyError, hash_token
+from .secretfile import SecretFileError, read_secret_file
+
+MAX_TOKEN_FILE_BYTES = 4096
+_HOME_VAR = re.compile(r"\$(?:HOME\b|\{HOME\})")
+
+
+def expand_path(text: str) -> str:
+    """`~`, `~user` and `$HOME` / `${HOME}` expanded (a client's JSON `args` pass them
+    literally; no shell expanded them). Other variables are left as they are."""
+    home = os.path.expanduser("~")
+    return os.path.expanduser(_HOME_VAR.sub(lambda _: home, text))
+
+
+def folder_problem(path: str) -> str | None:
+    """Why `path` cannot be served as a notes folder, or None: "does not exist", "not a folder",
+    "not readable (...)"."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return "does not exist"
+    except NotADirectoryError:
+        return "not a folder"
+    except PermissionError:
+        return "not readable (permission denied)"
+    except OSError as exc:
+        return f"cannot be opened ({exc.strerror})"
+    try:
+        os.listdir(fd)
+    except PermissionError:
+        return "not readable (permission denied)"
+    except OSError as exc:
+        return f"cannot be listed ({exc.strerror})"
+    finally:
+        os.close(fd)
+    return None
+
+
+@dataclass(frozen=True)
+class HttpBind:
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:
+            return False
+
+
+def parse_bind(text: str) -> HttpBind:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"--http takes HOST:PORT (e.g. 127.0.0.1:8765), got {text!r}")
+    return HttpBind(host, int(port))
+
+
+def read_token(path: str) -> str:
+    try:
+        data = read_secret_file(path, limit=MAX_TOKEN_FILE_BYTES)
+    except SecretFileError as exc:
+        raise ConfigError(f"--token-file {exc}") from None
+    try:
+        token = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ConfigError(f"--token-file {path}: not UTF-8 text") from None
+    if len(token) < 16:
+        raise ConfigError(f"--token-file {path}: the token must be at least 16 characters")
+    return token
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    """Where confirmations are kept: None means the default (docs/interface.md): the replay
+    database in the state folder, the key ring beside it, no audit log."""
+
+    replay_db: str | None = None
+    state_key_file: str | None = None
+    audit_log: str | None = None
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    bind: HttpBind
+    allow_origins: tuple[str, ...] = ()
+    allow_hosts: tuple[str, ...] = ()
+    port_file: str | None = None
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    policy: Policy
+    http: HttpOptions | None
+    state: StatePaths
+    allow_unconfined: bool = False
+    self_confine: bool = True
+    policy_file: str | None = None  # the file the policy came from (None: WORKSPACE mode)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ServeConfig:
+        http = None
+        if args.http:
+            http = HttpOptions(
+                parse_bind(args.http),
+                tuple(args.allow_origin),
+                tuple(_checked_hosts(args.allow_host)),
+                _path(args.port_file),
+            )
+        elif args.allow_host or args.allow_origin or args.port_file:
+            used = "--allow-host" if args.allow_host else "--allow-origin"
+            used = "--port-file" if args.port_file else used
+            raise ConfigError(f"{used} only applies with --http HOST:PORT")
+        policy_file = _path(args.policy)
+        return cls(
+            policy=_policy(args, policy_file),
+            http=http,
+            state=StatePaths(
+                replay_db=_path(args.replay_db),
+                state_key_file=_path(args.state_key_file),
+                audit_log=_path(args.audit_log),
+            ),
+            allow_unconfined=bool(args.allow_unconfined),
+            self_confine=not args.no_self_confine,
+            policy_file=policy_file,
+        )
+
+
+def _path(text: str | None) -> str | None:
+    return None if text is None else expand_path(text)
+
+
+def _checked_hosts(entries: list[str]) -> list[str]:
+    from .transport.http import split_host  # only with --allow-host: it loads starlette
+
+    for entry in entries:
+        try:
+            split_host(entry)
+        except ValueError:
+            raise ConfigError(f"--allow-host takes HOST[:PORT], got {entry!r}") from None
+    return entries
+
+
+def _policy(args: argparse.Namespace, policy_file: str | None) -> Policy:
+    if policy_file and args.workspace:
+        raise ConfigError("give either WORKSPACE or --policy FILE, not both")
+    if policy_file:
+        if args.token_file:
+            raise ConfigError(
+                "--token-file is for WORKSPACE mode; a policy file holds token hashes"
+            )
+        try:
+            from .policy_file import load_policy  # the file format: only when there is a file
+
+            return load_policy(policy_file)
+        except PolicyError as exc:
+            raise ConfigError(str(exc)) from None
+    if not args.workspace:
+        raise ConfigError(
+            "give the notes folder to serve (fs-notes serve WORKSPACE) or --policy FILE"
+        )
+    expanded = expand_path(args.workspace)
+    problem = folder_problem(expanded)
+    if problem is not None:
+        raise ConfigError(f"{expanded}: {problem}")
+    path = os.path.realpath(expanded)
+    token_hash = None
+    if args.http:
+        if not args.token_file:
+            raise ConfigError("--http needs --token-file FILE (the bearer token clients must send)")
+        token_hash = hash_token(read_token(expand_path(args.token_file)))
+    elif args.token_file:
+        raise ConfigError("--token-file only applies with --http")
+    try:
+        return Policy.for_single_workspace(path, local_user(), token_sha256=token_hash)
+    except PolicyError as exc:
+        raise ConfigError(f"{expanded}: {exc}") from None
+
+
+def local_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid-{os.getuid()}"

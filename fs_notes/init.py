@@ -1,0 +1,179 @@
+"""`fs-notes init FOLDER...`: a policy, a state key ring and a bearer token for a new set-up.
+
+Writes, in the configuration folder (default `~/.config/fs-notes`, made 0700):
+- `policy.toml`: one principal (you: the local user over stdio, and the new token over HTTP), a
+  workspace per folder, and a grant of every operation (read only with --read-only). The token
+  is stored only as its SHA-256; the file is checked by loading it as `serve` will.
+- `state.keys`: a key ring of one random 32-byte key (format: README, "The state key ring").
+
+Both files are created 0600 and never overwrite anything: if either exists, nothing is written.
+A file is written in full under a temporary name and linked into place, so a crash leaves either
+no file or a whole one; if the second cannot be placed, the first is removed again. The token is
+printed once, with the `serve` command line and a client configuration that use it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import secrets
+import shlex
+import shutil
+import sys
+
+from .config import expand_path, folder_problem, local_user, parse_bind
+from .errors import ConfigError
+from .policy import PolicyError, check_name, hash_token
+
+POLICY_NAME = "policy.toml"
+KEYS_NAME = "state.keys"
+
+
+def _toml_string(value: str) -> str:
+    # A JSON string without \u-escapes of non-ASCII is a TOML basic string.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _workspaces(folders: list[str]) -> list[tuple[str, str]]:
+    named: list[tuple[str, str]] = []
+    for given in folders:
+        expanded = expand_path(given)
+        problem = folder_problem(expanded)
+        if problem is not None:
+            raise ConfigError(f"{expanded}: {problem}")
+        path = os.path.realpath(expanded)
+        if any(path == seen for _, seen in named):
+            raise ConfigError(f"{expanded}: named twice")
+        base = os.path.basename(path) or "notes"
+        try:
+            check_name(base)
+        except ValueError:
+            base = "notes"
+        name, n = base, 2
+        while any(name == seen for seen, _ in named):
+            name, n = f"{base}-{n}", n + 1
+        named.append((name, path))
+    return named
+
+
+def policy_text(principal: str, workspaces: list[tuple[str, str]], token: str, ops: str) -> str:
+    lines = [
+        "# fs-notes policy written by `fs-notes init` (reference: docs/policy.md).",
+        "# The token's SHA-256 only: the token itself was printed once when this was written.",
+        "",
+        "[[principal]]",
+        f"name = {_toml_string(principal)}",
+        "local = true                 # you, starting fs-notes over stdio",
+        f'token_sha256 = "{hash_token(token)}"   # ...or over HTTP with the bearer token',
+    ]
+    for name, path in workspaces:
+        lines += ["", "[[workspace]]", f"name = {_toml_string(name)}",
+                  f"path = {_toml_string(path)}"]  # fmt: skip
+    for name, _ in workspaces:
+        lines += ["", "[[grant]]", f"principal = {_toml_string(principal)}",
+                  f"workspace = {_toml_string(name)}", f"operations = {ops}"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _place(folder: str, name: str, data: bytes) -> str:
+    """Write `data` to folder/name (0600), never over an existing file."""
+    final = os.path.join(folder, name)
+    tmp = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, final, follow_symlinks=False)
+        except FileExistsError:
+            raise ConfigError(f"{final}: already exists (nothing was written)") from None
+    finally:
+        os.unlink(tmp)
+    return final
+
+
+def _command() -> list[str]:
+    found = shutil.which("fs-notes")
+    return [os.path.abspath(found)] if found else [sys.executable, "-m", "fs_notes"]
+
+
+def init(args: argparse.Namespace) -> int:
+    folder = expand_path(args.config_dir)
+    bind = parse_bind(args.http)
+    workspaces = _workspaces(list(args.folders))
+    principal = args.name or local_user()
+    try:
+        check_name(principal)
+    except ValueError as exc:
+        raise ConfigError(f"--name {principal!r}: {exc}") from None
+    for name in (POLICY_NAME, KEYS_NAME):
+        if os.path.lexists(os.path.join(folder, name)):
+            raise ConfigError(
+                f"{os.path.join(folder, name)}: already exists (nothing was written); "
+                "move it aside or pass --config-dir"
+            )
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--config-dir {folder}: {exc.strerror}") from None
+    token = secrets.token_urlsafe(32)
+    ops = '["read"]' if args.read_only else '["read", "write", "delete"]'
+    policy = policy_text(principal, workspaces, token, ops)
+    kid = f"k{secrets.token_hex(6)}"
+    keys = f"{kid}:{base64.b64encode(secrets.token_bytes(32)).decode()}\n"
+    policy_path = _place(folder, POLICY_NAME, policy.encode())
+    try:
+        from .policy_file import load_policy
+
+        load_policy(policy_path)  # exactly as serve will read it
+        keys_path = _place(folder, KEYS_NAME, keys.encode())
+    except (ConfigError, PolicyError, OSError) as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(policy_path)
+        raise ConfigError(f"{policy_path}: {exc} (nothing was kept)") from None
+    _report(principal, workspaces, policy_path, keys_path, kid, token, bind.host, bind.port)
+    return 0
+
+
+def _report(
+    principal: str,
+    workspaces: list[tuple[str, str]],
+    policy_path: str,
+    keys_path: str,
+    kid: str,
+    token: str,
+    host: str,
+    port: int,
+) -> None:
+    command = _command()
+    base = [*command, "serve", "--policy", policy_path, "--state-key-file", keys_path]
+    http = [*base, "--http", f"{host}:{port}"]
+    url = f"http://{host}:{port}/mcp"
+    served = ", ".join(f"{name} ({path})" for name, path in workspaces)
+    snippet = {"mcpServers": {"fs-notes": {"command": command[0], "args": [*base[1:]]}}}
+    remote = {
+        "mcpServers": {
+            "fs-notes": {"url": url, "headers": {"Authorization": f"Bearer {token}"}}
+        }
+    }
+    print(f"wrote {policy_path} (0600): principal {principal}; workspaces {served}")
+    print(f"wrote {keys_path} (0600): one key, {kid}")
+    print()
+    print("bearer token (shown only now; the policy keeps its SHA-256):")
+    print(f"  {token}")
+    print()
+    print("serve over stdio (a client starts this command):")
+    print(f"  {shlex.join(base)}")
+    print("serve over Streamable HTTP:")
+    print(f"  {shlex.join(http)}")
+    print()
+    print("client configuration, stdio (Claude Desktop, Cursor; more in docs/clients.md):")
+    print(json.dumps(snippet, indent=2, ensure_ascii=False))
+    print(f"client configuration, HTTP ({url}):")
+    print(json.dumps(remote, indent=2, ensure_ascii=False))

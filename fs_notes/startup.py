@@ -1,0 +1,81 @@
+"""The operator's start-up summary: what this server serves, to whom, and under which guards.
+
+Logged at INFO (the default level) by `serve`, one line per fact, so that someone starting
+fs-notes on their folder sees at once where its state is and what protects it: the workspaces
+(path, URI, resolver, symlink policy, required sandbox), the principals (how each is recognised,
+what it may do where), each OS mechanism of the server's own confinement, the replay database,
+the audit log, the state key (by key id, never the key) and the listening address (logged by
+the transport once it listens). What is weaker than it should be is logged at WARNING where it
+is decided (self-confinement off or impossible, no OS layer for the workers, a non-loopback
+address); this module only reports.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .compose import ConfirmParts
+from .config import ServeConfig
+from .fs import WorkspaceRoot
+
+if TYPE_CHECKING:
+    from .sandbox.selfconfine import SelfConfinement
+
+log = logging.getLogger("fs_notes.serve")
+
+
+def summary_lines(
+    config: ServeConfig,
+    roots: Mapping[str, WorkspaceRoot],
+    confirm: ConfirmParts,
+    confined: SelfConfinement | None,
+) -> list[str]:
+    policy = config.policy
+    lines = [f"policy: {config.policy_file or 'one workspace (serve WORKSPACE)'}"]
+    for ws in policy.workspaces:
+        lines.append(
+            f"serving workspace {ws.name} ({ws.uri}) with resolver {roots[ws.name].resolver_name}"
+            f"; symlinks {ws.symlinks}; writes and deletions need sandbox {ws.sandbox}"
+        )
+    for principal in policy.principals:
+        ways = " and ".join(policy.sign_ins(principal)) or "no sign-in"
+        grants = "; ".join(
+            f"{g.workspace.name}: {', '.join(sorted(g.operations))}"
+            for g in policy.grants_for(principal)
+        )
+        lines.append(f"principal {principal.name} ({ways}): {grants or 'no grants'}")
+    lines.extend(_confinement(confined))
+    lines.append(f"replay database: {confirm.replay.path}")
+    lines.append(f"audit log: {confirm.audit.path or 'off (--audit-log FILE to keep one)'}")
+    lines.append(f"state key: {confirm.key_id}, {confirm.key_source}")
+    return lines
+
+
+def _confinement(done: SelfConfinement | None) -> list[str]:
+    if done is None:
+        return ["self-confinement: off (--no-self-confine)"]
+    if not done.enforced:
+        return [f"self-confinement: none ({done.reason})"]
+    lines = [f"the server confined itself: Landlock ABI {done.abi}, {len(done.grants)} rules"]
+    if done.seccomp is not None:
+        lines.append(f"self-confinement: seccomp profile {done.seccomp.get('profile')}, "
+                     f"{done.seccomp.get('denied')} system calls refused")  # fmt: skip
+    if done.view is not None:
+        view = done.view
+        state = "private" if view.get("enforced") else f"not private ({view.get('reason')})"
+        lines.append(f"self-confinement: filesystem view {state}")
+    if done.effective_caps is not None:
+        lines.append(f"self-confinement: effective capabilities {done.effective_caps:#x}")
+    return lines
+
+
+def log_summary(
+    config: ServeConfig,
+    roots: Mapping[str, WorkspaceRoot],
+    confirm: ConfirmParts,
+    confined: SelfConfinement | None,
+) -> None:
+    for line in summary_lines(config, roots, confirm, confined):
+        log.info("%s", line)

@@ -1,0 +1,89 @@
+"""The operator's start-up summary (fs_notes/startup.py): at the default level, every fact once;
+warnings only for what is weaker than it should be; never a secret."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from pathlib import Path
+
+from wire import REPO, HttpServer, child_env, write_secret
+
+KEY = base64.b64encode(b"k" * 32).decode()
+
+
+def _serve(*args: str) -> subprocess.CompletedProcess[str]:
+    """`fs-notes serve ...` over stdio with nothing on stdin: it starts, logs, and exits on EOF."""
+    return subprocess.run(
+        [sys.executable, "-m", "fs_notes", "serve", *args],
+        capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(), stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _messages(stderr: str, level: str) -> list[str]:
+    prefix = f"fs-notes {level} "
+    return [line.split(": ", 1)[1] for line in stderr.splitlines() if line.startswith(prefix)]
+
+
+def test_the_summary_names_workspace_principal_guards_and_where_the_state_is(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    keys = write_secret(tmp_path / "keys", f"kops1:{KEY}\n")
+    replay, audit = tmp_path / "state" / "r.db", tmp_path / "audit.jsonl"
+    result = _serve(str(notes), "--replay-db", str(replay), "--state-key-file", str(keys),
+                    "--audit-log", str(audit))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    info = _messages(result.stderr, "INFO")
+    assert "policy: one workspace (serve WORKSPACE)" in info
+    assert (
+        f"serving workspace notes ({notes.as_uri()}) with resolver openat2; symlinks deny; "
+        "writes and deletions need sandbox landlock"
+    ) in info
+    user = [m for m in info if m.startswith("principal ")]
+    assert len(user) == 1 and user[0].endswith(" (stdio): notes: delete, read, write")
+    assert any(m.startswith("the server confined itself: Landlock ABI ") for m in info)
+    assert any(m.startswith("self-confinement: seccomp profile server, ") for m in info)
+    assert "self-confinement: filesystem view private" in info
+    assert f"replay database: {replay}" in info
+    assert f"audit log: {audit}" in info
+    assert f"state key: kops1, file {keys}" in info
+    assert _messages(result.stderr, "WARNING") == []  # nothing here is weaker than it should be
+    assert KEY not in result.stderr
+
+
+def test_the_defaults_are_named_and_a_weaker_set_up_is_a_warning(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    state = tmp_path / "state"
+    result = _serve(str(notes), "--replay-db", str(state / "r.db"), "--no-self-confine")
+    assert result.returncode == 0, result.stderr
+    info = _messages(result.stderr, "INFO")
+    assert "audit log: off (--audit-log FILE to keep one)" in info
+    kept = [m for m in info if m.startswith("state key: ")]
+    assert len(kept) == 1 and kept[0].endswith(f", kept at {state}/state.keys")
+    assert "self-confinement: off (--no-self-confine)" in info
+    warnings = _messages(result.stderr, "WARNING")
+    assert "the server does not confine itself (--no-self-confine)" in warnings
+
+
+def test_http_logs_where_it_listens_and_never_the_token(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    token = "tok-" + "x" * 28
+    write_secret(tmp_path / "token", token)
+    server = HttpServer(str(notes), "--token-file", str(tmp_path / "token"),
+                        "--replay-db", str(tmp_path / "r.db"), tmp=tmp_path, token=token)  # fmt: skip
+    try:
+        assert server.post({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                            "params": {}}).status_code in (200, 400)  # fmt: skip
+    finally:
+        server.close()
+    log = server.log_path.read_text()
+    info = _messages(log, "INFO")
+    assert f"listening: Streamable HTTP at http://127.0.0.1:{server.port}/mcp" in info
+    assert any(m.startswith("principal ") and m.endswith(" (token): notes: delete, read, write")
+               for m in info)  # fmt: skip
+    assert token not in log
