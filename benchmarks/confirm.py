@@ -17,10 +17,12 @@ import time
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
-from fs_notes.confirm.flow import Candidate, confirm_expectation, confirm_payload
+from fs_notes.confirm.flow import Candidate, candidate_claims, candidates_from_payload
 from fs_notes.confirm.replay import ReplayStore
 from fs_notes.confirm.state import KeyRing, StateSealer
 from fs_notes.fs import Identity
+from fs_notes.rounds.phases import DELETE, Phase, Progress
+from fs_notes.rounds.request import Binding, Echo, RequestState
 
 
 def _claimer(path: str, nonces: list[str], barrier: Barrier, out: str) -> None:
@@ -58,18 +60,22 @@ def race(procs: int, count: int) -> bool:
 
 
 def seal_open(rounds: int) -> None:
-    sealer = StateSealer(KeyRing.ephemeral())
+    state = RequestState(
+        StateSealer(KeyRing.ephemeral()),
+        DELETE,
+        lambda _phase, claims: candidates_from_payload(claims),
+        bind_boot=True,
+    )
     args = {"workspaceUri": "file:///n", "title": "TPS report"}
     cands = [Candidate(f"dir/note-{i}.md", Identity(1, i, 2, 3, 4)) for i in range(20)]
-    payload = confirm_payload(
-        principal="alice", arguments=args, workspace="file:///n", candidates=cands
-    )
-    expect = confirm_expectation(principal="alice", arguments=args, workspace="file:///n")
+    bind, progress = Binding("alice", args, "file:///n"), Progress(DELETE, Phase.CONFIRM, 1)
+    data = candidate_claims(cands)
     start = time.perf_counter()
     for _ in range(rounds):
-        sealer.open(sealer.seal(payload), expect=expect)
+        state.open(bind, Echo(state.seal(bind, progress, data), None))
     per = (time.perf_counter() - start) / rounds * 1e6
-    print(f"seal+open (20 candidates, {len(sealer.seal(payload))} chars): {per:.0f} us")
+    size = len(state.seal(bind, progress, data))
+    print(f"seal+open (20 candidates, {size} chars): {per:.0f} us")
 
 
 def main() -> int:

@@ -13,7 +13,7 @@ from .protocol.errors import INVALID_PARAMS, ProtocolError
 from .protocol.meta import RESULT_META
 from .protocol.models import CallToolParams, parse_params, tool_error
 from .render import shown
-from .tools.registry import ToolSpec
+from .tools.registry import MultiRound, ToolSpec
 
 TOOLS_TTL_MS = 3_600_000
 
@@ -54,6 +54,8 @@ def build_methods(
             # input validation errors such as a value out of range), so that the model can
             # read it and correct its call; an unknown tool above stays a protocol error.
             return tool_error(f"Invalid arguments for {tool.name}: {exc}")
+        if isinstance(tool.handler, MultiRound):
+            return tool.handler.run(call, arguments, params)
         return tool.handler(call, arguments)
 
     methods = {

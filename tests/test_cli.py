@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from wire import REPO, child_env
 
 import fs_notes
-from wire import REPO, child_env
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

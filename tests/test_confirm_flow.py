@@ -23,15 +23,16 @@ from fs_notes.confirm.flow import (
     ResponseInvalid,
     ResponseMissing,
     build_elicitation,
+    candidate_claims,
     candidates_from_payload,
-    confirm_expectation,
-    confirm_payload,
     decide,
     input_request,
     requested_schema,
 )
 from fs_notes.confirm.state import KeyRing, StateRejected, StateSealer
 from fs_notes.fs import Identity
+from fs_notes.rounds.phases import DELETE, Event, Phase, Progress
+from fs_notes.rounds.request import Binding, Echo, RequestState
 
 SCHEMA_FILE = Path("/work/shared/mcp-schema/2026-07-28/schema.json")
 DEFS: dict[str, Any] = json.loads(SCHEMA_FILE.read_text())["$defs"]
@@ -42,6 +43,13 @@ A = Candidate("projects/tps-report.md", Identity(66, 1001, 120, MTIME, MTIME + 7
 B = Candidate("archive/tps-report.md", Identity(66, 1002, 80, MTIME - 86_400 * 10**9, MTIME))
 CANDIDATES = [A, B]
 PAYLOAD: dict[str, Any] = {"candidates": [A.to_json(), B.to_json()], "phase": "confirm"}
+
+
+def delete_state(sealer: StateSealer) -> RequestState[list[Candidate]]:
+    """notes_delete's request state (as tools/delete.py builds it)."""
+    return RequestState(
+        sealer, DELETE, lambda _phase, claims: candidates_from_payload(claims), bind_boot=True
+    )
 
 
 def validate(value: object, definition: str) -> None:
@@ -110,14 +118,14 @@ def test_a_form_needs_one_to_max_unique_candidates(candidates: list[Candidate]) 
     with pytest.raises(ValueError):
         build_elicitation(WS, TITLE, candidates)
     with pytest.raises(ValueError):
-        confirm_payload(principal="p", arguments={}, workspace=WS, candidates=candidates)
+        candidate_claims(candidates)
 
 
 def test_max_candidates_with_long_ids_still_fit_in_a_sealed_state() -> None:
     many = [Candidate(f"{i:02d}" + "n" * 250 + ".md", A.identity) for i in range(MAX_CANDIDATES)]
     args = {"workspaceUri": WS, "title": TITLE}
-    sealed = StateSealer(KeyRing.ephemeral()).seal(
-        confirm_payload(principal="alice", arguments=args, workspace=WS, candidates=many)
+    sealed = delete_state(StateSealer(KeyRing.ephemeral())).seal(
+        Binding("alice", args, WS), Progress(DELETE, Phase.CONFIRM, 1), candidate_claims(many)
     )
     assert len(sealed) < 16 * 1024
 
@@ -169,7 +177,7 @@ def test_a_well_formed_retry_maps_to_exactly_one_outcome(
     case: str, responses: dict[str, Any], outcome: Outcome
 ) -> None:
     validate(responses[ELICITATION_KEY], "ElicitResult")
-    assert decide(PAYLOAD, responses, title=TITLE) == outcome
+    assert decide(CANDIDATES, responses, title=TITLE) == outcome
 
 
 def test_decline_spends_the_nonce_and_cancel_leaves_a_retry_possible() -> None:
@@ -221,7 +229,7 @@ def test_a_malformed_retry_is_response_invalid_never_a_deletion(
     case: str, responses: object, message: str
 ) -> None:
     with pytest.raises(ResponseInvalid, match=message) as info:
-        decide(PAYLOAD, responses, title=TITLE)
+        decide(CANDIDATES, responses, title=TITLE)
     assert "secret.md" not in str(info.value) and "outside" not in str(info.value)
     # No answer at all (nothing under the form's key) is asked again; anything else is invalid.
     assert isinstance(info.value, ResponseMissing) is (case in MISSING)
@@ -245,7 +253,7 @@ def test_content_our_table_rejects_is_also_invalid_under_the_requested_schema(
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(schema).validate(content)
     with pytest.raises(ResponseInvalid):
-        decide(PAYLOAD, accept(content), title=TITLE)
+        decide(CANDIDATES, accept(content), title=TITLE)
 
 
 # --- sealed candidates ---------------------------------------------------------------------------
@@ -270,8 +278,12 @@ def test_content_our_table_rejects_is_also_invalid_under_the_requested_schema(
 def test_malformed_sealed_candidates_fail_closed_as_state_rejected(candidates: object) -> None:
     with pytest.raises(StateRejected):
         candidates_from_payload({"candidates": candidates})
-    with pytest.raises(StateRejected):
-        decide({"candidates": candidates}, accept({"note_id": "a.md", "confirm": True}), title="a")
+    state, bind = delete_state(StateSealer(KeyRing.ephemeral())), Binding("alice", {}, WS)
+    token = state.sealer.seal(
+        state.payload(bind, Progress(DELETE, Phase.CONFIRM, 1), {"candidates": candidates})
+    )
+    with pytest.raises(StateRejected):  # the request state parses them, once, on open
+        state.open(bind, Echo(token, accept({"note_id": "a.md", "confirm": True})))
 
 
 def test_candidates_round_trip_through_the_payload() -> None:
@@ -290,20 +302,16 @@ class Clock:
 
 
 def test_round_one_seals_what_the_retry_opens_and_decides_on() -> None:
-    sealer = StateSealer(KeyRing.ephemeral(), clock=Clock())
+    state = delete_state(StateSealer(KeyRing.ephemeral(), clock=Clock()))
     args = {"workspaceUri": WS, "title": TITLE}
-    token = sealer.seal(
-        confirm_payload(principal="alice", arguments=args, workspace=WS, candidates=CANDIDATES)
-    )
-    opened = sealer.open(
-        token, expect=confirm_expectation(principal="alice", arguments=args, workspace=WS)
-    )
-    outcome = decide(opened, accept({"note_id": B.id, "confirm": True}), title=args["title"])
+    progress = Progress(DELETE)
+    progress.fire(Event.BEGIN)
+    token = state.seal(Binding("alice", args, WS), progress, candidate_claims(CANDIDATES))
+    answer = accept({"note_id": B.id, "confirm": True})
+    opened = state.open(Binding("alice", args, WS), Echo(token, answer))
+    outcome = decide(opened.data, answer, title=args["title"])
     assert outcome == Decision.Delete(B.id, B.identity)
     other_title = {**args, "title": "Other"}
     with pytest.raises(StateRejected) as info:
-        sealer.open(
-            token,
-            expect=confirm_expectation(principal="alice", arguments=other_title, workspace=WS),
-        )
+        state.open(Binding("alice", other_title, WS), Echo(token, answer))
     assert info.value.reason == "args mismatch"

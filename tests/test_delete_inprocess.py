@@ -95,7 +95,7 @@ def test_a_grant_revoked_between_rounds_refuses_the_retry(tmp_path: Path) -> Non
 
 def test_a_state_sealed_before_a_reboot_is_refused(tmp_path: Path, monkeypatch: Any) -> None:
     """The replay store is not fsynced per claim; boot binding covers the power-loss case."""
-    from fs_notes.tools import delete
+    from fs_notes.rounds import request
 
     ws, uri = _setup(tmp_path)
     policy = Policy.for_single_workspace(str(ws), "me", token_sha256=None)
@@ -104,7 +104,7 @@ def test_a_state_sealed_before_a_reboot_is_refused(tmp_path: Path, monkeypatch: 
     try:
         args = {"workspaceUri": uri, "title": "TPS report"}
         state = srv.call(me, "notes_delete", args)["result"]["requestState"]
-        monkeypatch.setattr(delete, "BOOT_ID", "another-boot")
+        monkeypatch.setattr(request, "BOOT_ID", "another-boot")
         answer = srv.call(
             me, "notes_delete", args, inputResponses=_accept("tps.md"), requestState=state
         )

@@ -20,7 +20,8 @@ from inprocess import InProcess
 from fs_notes.confirm import flow
 from fs_notes.confirm.state import KeyRing
 from fs_notes.exercises import shown as judge
-from fs_notes.exercises.catalogue import ATTACKS, RENDERING, Attack
+from fs_notes.exercises.catalogue import ATTACKS, Attack
+from fs_notes.exercises.classes import RENDERING
 from fs_notes.exercises.layout import build
 from fs_notes.fs import Identity
 from fs_notes.policy import Policy
@@ -191,12 +192,10 @@ def test_stacked_and_leading_combining_marks_are_escaped() -> None:
 
 def test_the_retry_validates_against_the_sealed_ids_whatever_the_labels() -> None:
     sealed = [flow.Candidate("caf\u00e9.md", IDENT), flow.Candidate("cafe\u0301.md", IDENT)]
-    payload = flow.confirm_payload(
-        principal="me", arguments={"title": "Cafe"}, workspace="w", candidates=sealed
-    )
+    payload = flow.candidate_claims(sealed)
     answer = {"delete_choice": {"action": "accept", "content": {"note_id": "cafe\u0301.md",
                                                                 "confirm": True}}}  # fmt: skip
-    outcome = flow.decide(payload, answer, title="Cafe")
+    outcome = flow.decide(flow.candidates_from_payload(payload), answer, title="Cafe")
     assert outcome == flow.Decision.Delete("cafe\u0301.md", IDENT)
 
 

@@ -17,7 +17,8 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
     """`fs-notes serve ...` over stdio with nothing on stdin: it starts, logs, and exits on EOF."""
     return subprocess.run(
         [sys.executable, "-m", "fs_notes", "serve", *args],
-        capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
+        stdin=subprocess.DEVNULL,
     )  # fmt: skip
 
 
@@ -75,7 +76,8 @@ def test_http_logs_where_it_listens_and_never_the_token(tmp_path: Path) -> None:
     token = "tok-" + "x" * 28
     write_secret(tmp_path / "token", token)
     server = HttpServer(str(notes), "--token-file", str(tmp_path / "token"),
-                        "--replay-db", str(tmp_path / "r.db"), tmp=tmp_path, token=token)  # fmt: skip
+                        "--replay-db", str(tmp_path / "r.db"),
+                        tmp=tmp_path, token=token)  # fmt: skip
     try:
         assert server.post({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
                             "params": {}}).status_code in (200, 400)  # fmt: skip

@@ -1,6 +1,9 @@
-"""Confirmation machinery of notes_delete: sealed requestState, replay store, audit, decisions.
+"""Confirmation machinery of notes_delete: the form and its decision table, the requestState
+token and keys, the replay store, the boot id and the audit trail.
 
-Each module states what it guarantees and what it does not; the public API is `__all__`.
+The phases of the multi-round request and every claim sealed between its rounds are
+`fs_notes.rounds`. Each module states what it guarantees and what it does not; the public API is
+`__all__`.
 """
 
 from fs_notes.confirm.audit import OUTCOMES, AuditLog
@@ -12,9 +15,8 @@ from fs_notes.confirm.flow import (
     Outcome,
     ResponseInvalid,
     build_elicitation,
+    candidate_claims,
     candidates_from_payload,
-    confirm_expectation,
-    confirm_payload,
     decide,
     input_request,
     requested_schema,
@@ -51,9 +53,8 @@ __all__ = [
     "StateTooLarge",
     "args_digest",
     "build_elicitation",
+    "candidate_claims",
     "candidates_from_payload",
-    "confirm_expectation",
-    "confirm_payload",
     "decide",
     "default_replay_path",
     "input_request",

@@ -1,8 +1,10 @@
 """The notes_delete confirmation: the form it shows and the decision table of the retry.
 
-Pure functions, no I/O. Round 1 builds the form (`build_elicitation`) and the payload to seal
-(`confirm_payload`). On the retry, `decide` rebuilds the exact requestedSchema from the sealed
-candidates and maps the client's ``inputResponses`` to one outcome:
+Pure functions, no I/O. Round 1 builds the form (`build_elicitation`) and the candidates' claims
+to seal (`candidate_claims`; fs_notes.rounds.request seals them with every other claim). On the
+retry, `candidates_from_payload` (the one parser of the sealed candidates, run once by the
+request state) gives them back typed, and `decide` rebuilds the exact requestedSchema from them and
+maps the client's ``inputResponses`` to one outcome:
 
     action   content                                   outcome            nonce
     accept   valid, confirm true                       Decision.Delete    spent
@@ -23,9 +25,9 @@ whose ids look alike (`render.skeleton`: NFD twins, case, Cyrillic look-alikes, 
 characters) are marked and their ids spelled out character by character, so no two options look
 identical.
 
-Not guaranteed here: that the token was authentic (`state.py` opens it first), single use
-(`replay.py`), or that the note is still the same file (the caller compares the live identity
-with `Decision.Delete.identity` right before unlinking).
+Not guaranteed here: that the token was authentic (`fs_notes.rounds.request` opens it first),
+single use (`replay.py`), or that the note is still the same file (the caller compares the live
+identity with `Decision.Delete.identity` right before unlinking).
 """
 
 from __future__ import annotations
@@ -36,31 +38,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Final
 
-from fs_notes.confirm.state import Expectation, StateRejected, args_digest
+from fs_notes.confirm.state import StateRejected
 from fs_notes.fs.identity import Identity
 from fs_notes.render import isolated, shown, shown_id, skeleton, spelled
+from fs_notes.rounds.phases import DELETE, Phase
 
 __all__ = [
-    "CONFIRM_PHASE",
     "ELICITATION_KEY",
     "MAX_CANDIDATES",
     "Candidate",
     "Decision",
     "Outcome",
     "ResponseInvalid",
+    "ResponseMissing",
     "build_elicitation",
+    "candidate_claims",
     "candidates_from_payload",
-    "confirm_expectation",
-    "confirm_payload",
     "decide",
     "input_request",
     "requested_schema",
 ]
 
-ELICITATION_KEY: Final = "delete_choice"
-CONFIRM_PHASE: Final = "confirm"
-METHOD: Final = "tools/call"
-TOOL: Final = "notes_delete"
+ELICITATION_KEY: Final = DELETE.asks[Phase.CONFIRM]  # "delete_choice", from the flow's table
 # Bounds what one form can offer, and keeps the sealed state well under its 16 KiB limit.
 MAX_CANDIDATES: Final = 20
 _DISPLAY_TITLE_CHARS = 120
@@ -216,42 +215,15 @@ def input_request(
     }
 
 
-def confirm_payload(
-    *,
-    principal: str,
-    arguments: Mapping[str, Any],
-    workspace: str,
-    candidates: Sequence[Candidate],
-) -> dict[str, Any]:
-    """The requestState payload of round 1 (the sealer adds v, iat, exp and nonce)."""
+def candidate_claims(candidates: Sequence[Candidate]) -> dict[str, Any]:
+    """The data claims of round 1: the candidates, id and identity (titles are not sealed)."""
     _check_candidates(candidates)
-    return {
-        "principal": principal,
-        "method": METHOD,
-        "tool": TOOL,
-        "args": args_digest(arguments),
-        "workspace": workspace,
-        "candidates": [c.to_json() for c in candidates],
-        "phase": CONFIRM_PHASE,
-    }
-
-
-def confirm_expectation(
-    *, principal: str, arguments: Mapping[str, Any], workspace: str
-) -> Expectation:
-    """What the retry's token must be bound to: this principal, these arguments, this phase."""
-    return Expectation(
-        principal=principal,
-        args=args_digest(arguments),
-        method=METHOD,
-        tool=TOOL,
-        phase=CONFIRM_PHASE,
-        workspace=workspace,
-    )
+    return {"candidates": [c.to_json() for c in candidates]}
 
 
 def candidates_from_payload(payload: Mapping[str, Any]) -> list[Candidate]:
-    """The sealed candidates; a malformed list (a server bug) is a StateRejected, fail closed."""
+    """The sealed candidates, typed: the one parser of them, which the request state runs once
+    on the retry; a malformed list (a server bug) is a StateRejected, fail closed."""
     raw = payload.get("candidates")
     if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_CANDIDATES:
         raise StateRejected("candidates missing or out of bounds")
@@ -333,14 +305,13 @@ ACTIONS: Final[Mapping[str, _Transition]] = {
 }
 
 
-def decide(payload: Mapping[str, Any], input_responses: object, *, title: str) -> Outcome:
+def decide(candidates: Sequence[Candidate], input_responses: object, *, title: str) -> Outcome:
     """Map the retry's ``inputResponses`` to an outcome (table in the module docstring).
 
-    `payload` is what `StateSealer.open` returned; `title` is the retry's (digest-bound) title
-    argument, used to rebuild the exact schema that was sent. Raises ResponseInvalid, or
-    StateRejected if the sealed candidates are malformed.
+    `candidates` are the sealed ones (`candidates_from_payload`); `title` is the retry's
+    (digest-bound) title argument, used to rebuild the exact schema that was sent. Raises
+    ResponseInvalid (ResponseMissing when nothing answers the form).
     """
-    candidates = candidates_from_payload(payload)
     schema = requested_schema(title, candidates)
     if input_responses is None:
         raise ResponseMissing("no inputResponses")

@@ -3,7 +3,8 @@
 Threat model: the token travels through the client and comes back as attacker-controlled input
 (spec: basic/patterns/mrtr, "Server Requirements" 4-5). `StateSealer.open` returns a payload only
 if the token was minted by a key in our ring, unmodified, for this principal, this method, this
-tool, these exact arguments, this phase, and has not expired. Every failure goes through one
+tool, these exact arguments, one of the phases expected, this workspace and this boot (when the
+`Expectation` names them), and has not expired. Every failure goes through one
 rejecting helper: the precise reason goes to the log and to `StateRejected.reason`; `str()` of the
 exception is one fixed message, so a client cannot learn which check failed.
 
@@ -32,6 +33,9 @@ below it for one TTL, then remove it. The file must be a regular file owned by t
 not accessible by others and not writable by the group (like an ssh private key); anything else
 is refused with `KeyFileError`. Generate a line with
 ``printf 'k1:%s\\n' "$(openssl rand -base64 32)"``.
+
+What a multi-round tool seals and expects is built in one place, `fs_notes.rounds.request`;
+this module knows claims, not tools.
 
 Not guaranteed here: single use. A valid token can be presented again until it expires; the
 replay store (`replay.py`) makes a confirmation single-use. Nor does a valid token prove that the
@@ -299,16 +303,18 @@ def _parse_key_lines(data: bytes) -> list[tuple[str, bytes]]:
 class Expectation:
     """What the retry that presents a token must match (each compared for equality).
 
-    `workspace` is checked only when given (notes_delete always gives it, via
-    `flow.confirm_expectation`).
+    `phase` is one phase, or the set of phases the retry may be in (the sealed one is then
+    read from the token). `workspace` and `boot` are checked only when given; every tool gives
+    the workspace, and notes_delete the boot id too (`fs_notes.rounds.request` builds both).
     """
 
     principal: str
     args: str
     method: str = "tools/call"
     tool: str = "notes_delete"
-    phase: str = "confirm"
+    phase: str | frozenset[str] = "confirm"
     workspace: str | None = None
+    boot: str | None = None
 
 
 def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -408,18 +414,21 @@ class StateSealer:
         version = claims.get("v")
         if not (_is_number(version) and version == _PAYLOAD_VERSION):
             _reject("payload version")
-        wanted: dict[str, str | None] = {
-            "principal": expect.principal,
-            "method": expect.method,
-            "tool": expect.tool,
-            "args": expect.args,
-            "phase": expect.phase,
+        phases = {expect.phase} if isinstance(expect.phase, str) else expect.phase
+        wanted: dict[str, frozenset[str] | set[str]] = {
+            "principal": {expect.principal},
+            "method": {expect.method},
+            "tool": {expect.tool},
+            "args": {expect.args},
+            "phase": phases,
         }
         if expect.workspace is not None:
-            wanted["workspace"] = expect.workspace
-        for claim, value in wanted.items():
+            wanted["workspace"] = {expect.workspace}
+        if expect.boot is not None:
+            wanted["boot"] = {expect.boot}
+        for claim, allowed in wanted.items():
             got = claims.get(claim)
-            if not (isinstance(got, str) and got == value):
+            if not (isinstance(got, str) and got in allowed):
                 _reject(f"{claim} mismatch")
         try:
             now = float(self._clock())

@@ -9,7 +9,9 @@ byte for byte. The handlers therefore run every check (authorization, sealed sta
 identity) exactly as for a modern client; this module only carries messages.
 
 Guarantees: a server-initiated request goes out only for a capability the client declared at
-`initialize` (else -32021, as the modern handler would answer); answers are matched to requests by
+`initialize` (else -32021, as the modern handler would answer); the rounds of one request are the
+legacy flow's steps in the one table of phases (fs_notes/rounds/phases.py: handling -> asking ->
+handling ... -> done, at most `MAX_ROUNDS` calls of the handler); answers are matched to requests by
 the id this session chose, and only the client's own answers are passed on; roots are never asked
 for and never used; a request the client cancels gets no response; nothing waits longer than
 `answer_timeout` for the client.
@@ -32,6 +34,7 @@ from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import Notification, Request, RequestId, error_response, result_response
 from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
 from ..render import shown
+from ..rounds.phases import LEGACY, Event, Progress, TooManyRounds
 from .messages import ClientResponse
 from .translate import (
     ADAPTER_PARAMS,
@@ -46,7 +49,8 @@ log = logging.getLogger("fs_notes.legacy")
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-MAX_ROUNDS = 8  # input_required rounds one legacy request may take (the handlers bound theirs)
+assert LEGACY.max_rounds is not None
+MAX_ROUNDS = LEGACY.max_rounds  # handler calls one legacy request may take (tools bound theirs)
 ANSWER_TIMEOUT = 300.0  # seconds to wait for the client to answer (a sealed state lives 300 s)
 
 
@@ -153,7 +157,9 @@ class LegacySession:
 
     async def _serve(self, msg: Request, principal: Principal, send: Send) -> dict[str, Any]:
         params = self.meta_params(msg.params)
-        for _ in range(MAX_ROUNDS):
+        progress = Progress(LEGACY)
+        _step(progress, Event.BEGIN)
+        while True:  # each pass is one round of the table: handling, then asking or done
             response = await self._dispatcher.handle_async(
                 Request(msg.id, msg.method, params), principal, self.transport
             )
@@ -162,18 +168,19 @@ class LegacySession:
                 raise _Cancelled
             result = response.get("result")
             if not isinstance(result, dict):
+                progress.fire(Event.FINISHED)
                 return legacy_error(msg.method, response)  # in this revision's own codes
             if result.get("resultType") != "input_required":
+                progress.fire(Event.FINISHED)
                 return result_response(msg.id, legacy_result(result))
+            progress.fire(Event.INPUT_REQUIRED)
             answers = await self._ask(msg.id, result.get("inputRequests"), send)
             params = {k: v for k, v in params.items() if k not in ADAPTER_PARAMS}
             if answers:
                 params["inputResponses"] = answers
             if "requestState" in result:
                 params["requestState"] = result["requestState"]
-        raise ProtocolError(
-            INTERNAL_ERROR, "Internal error", log_detail=f"more than {MAX_ROUNDS} input rounds"
-        )
+            _step(progress, Event.ANSWERED)
 
     # -- server -> client --------------------------------------------------------------------
 
@@ -259,6 +266,17 @@ class LegacySession:
         for _, future in self._pending.values():
             if not future.done():
                 future.set_exception(_Cancelled())
+
+
+def _step(progress: Progress, event: Event) -> None:
+    """A step into `handling`; past the flow's bound, an internal error (a handler that never
+    stops asking is a server bug)."""
+    try:
+        progress.fire(event)
+    except TooManyRounds:
+        raise ProtocolError(
+            INTERNAL_ERROR, "Internal error", log_detail=f"more than {MAX_ROUNDS} input rounds"
+        ) from None
 
 
 async def _withdraw(

@@ -26,7 +26,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol
 
 from ..fs import (
     Escape,
@@ -53,6 +53,7 @@ from ..search.index import NoteIndex
 from .notecache import NoteCache
 
 log = logging.getLogger("fs_notes.tools")
+_P = ParamSpec("_P")
 
 
 class ToolFailure(Exception):
@@ -303,14 +304,12 @@ class NotesEnv:
         return out
 
 
-def guarded(
-    fn: Callable[[Call, dict[str, Any]], dict[str, Any]],
-) -> Callable[[Call, dict[str, Any]], dict[str, Any]]:
+def guarded(fn: Callable[_P, dict[str, Any]]) -> Callable[_P, dict[str, Any]]:
     """Turn ToolFailure into a tool error result."""
 
-    def run(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> dict[str, Any]:
         try:
-            return fn(call, args)
+            return fn(*args, **kwargs)
         except ToolFailure as exc:
             return tool_error(str(exc))
 

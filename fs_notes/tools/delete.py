@@ -5,11 +5,14 @@ request's capabilities, find the notes whose title matches, seal the candidates 
 with the principal, the argument digest, an expiry and a nonce, and return `input_required` with
 the `delete_choice` form. Every deletion asks, even with one candidate.
 
-Retry: re-authorize (the policy may have changed), open the sealed state (any failure: -32602 with
-one fixed message, the reason to the log), decide from `inputResponses` (flow.py), and only for an
-accepted, confirmed choice among the sealed candidates: re-check the id lexically, compare the live
-identity with the sealed one, claim the nonce in the shared replay store (one winner across every
-instance), then delete through the deleter, which checks the identity once more at the parent fd.
+Retry: re-authorize (the policy may have changed), open the sealed state through the request
+state (fs_notes/rounds/request.py: every claim, the boot id included, checked there, and the
+candidates parsed there, once; any failure: -32602 with one fixed message, the reason to the log),
+decide from `inputResponses` (flow.py), and only for an accepted, confirmed choice among the sealed
+candidates: re-check the id lexically, compare the live identity with the sealed one, claim the
+nonce in the shared replay store (one winner across every instance), then delete through the
+deleter, which checks the identity once more at the parent fd. The round is chosen from the parsed
+params, and each step is one of the flow's transitions (fs_notes/rounds/phases.py).
 
 A claim that succeeded followed by a failed deletion leaves the nonce spent (a confirmation is
 single-use whatever happens); the unlink is atomic, so nothing is half-done, and the user starts
@@ -20,20 +23,19 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
 from ..confirm.audit import AuditLog
-from ..confirm.boot import boot_id
 from ..confirm.flow import (
     MAX_CANDIDATES,
     Candidate,
     Decision,
     ResponseInvalid,
     ResponseMissing,
+    candidate_claims,
     candidates_from_payload,
-    confirm_expectation,
-    confirm_payload,
     decide,
     input_request,
 )
@@ -45,11 +47,13 @@ from ..policy import Principal
 from ..protocol.dispatch import Call
 from ..protocol.errors import INVALID_PARAMS, ProtocolError
 from ..protocol.meta import require_form_elicitation
-from ..protocol.models import CallToolResult, InputRequiredResult, TextContent
+from ..protocol.models import CallToolParams, CallToolResult, InputRequiredResult, TextContent
 from ..render import shown, shown_id
+from ..rounds.phases import DELETE, Event, Phase, Progress
+from ..rounds.request import Binding, Echo, RequestState, Round
 from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded
 from .loading import load_note, stat_key
-from .registry import WORKSPACE_URI, ToolSpec
+from .registry import WORKSPACE_URI, MultiRound, ToolSpec
 
 log = logging.getLogger("fs_notes.delete")
 
@@ -77,11 +81,6 @@ class DirectDeleter:
         return None
 
 
-#: States sealed before a reboot are refused (confirm/boot.py). Without a readable boot id every
-#: state says "unknown", and the replay store makes each claim durable instead.
-BOOT_ID = boot_id() or "unknown"
-
-
 def _code(exc: Exception) -> str:
     """An audit reason code from an exception class: SymlinkRefused -> symlink-refused."""
     name = type(exc).__name__
@@ -90,6 +89,10 @@ def _code(exc: Exception) -> str:
 
 def _complete(text: str, structured: dict[str, Any]) -> dict[str, Any]:
     return CallToolResult(content=[TextContent(text=text)], structured_content=structured).wire()
+
+
+def _sealed_candidates(phase: Phase, claims: Mapping[str, Any]) -> list[Candidate]:
+    return candidates_from_payload(claims)
 
 
 def find_candidates(env: NotesEnv, ws: Opened, title: str) -> list[Candidate]:
@@ -122,8 +125,10 @@ class DeleteTool:
         audit: AuditLog,
         deleter: NoteDeleter,
     ) -> None:
-        self.env, self.sealer, self.replay, self.audit = env, sealer, replay, audit
-        self.deleter = deleter
+        self.env, self.replay, self.audit, self.deleter = env, replay, audit, deleter
+        # The request state binds the boot id too: the replay store's claims may not survive a
+        # power loss (confirm/replay.py), a reboot must not revive a confirmation.
+        self.state = RequestState(sealer, DELETE, _sealed_candidates, bind_boot=True)
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -146,7 +151,7 @@ class DeleteTool:
             read_only=False,
             destructive=True,
             idempotent=False,
-            handler=guarded(self.run),
+            handler=MultiRound(guarded(self.run)),
         )
 
     def _record(
@@ -196,11 +201,15 @@ class DeleteTool:
             self._audit(call, uri[:300], None, "policy-refused")
             raise
 
-    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    def run(self, call: Call, args: dict[str, Any], params: CallToolParams) -> dict[str, Any]:
         assert isinstance(call.principal, Principal)
         ws = self._open(call, args["workspaceUri"])
-        if "requestState" in call.params:
-            return self._retry(call, args, ws)
+        bind = Binding(call.principal.name, args, ws.workspace.name)
+        echo = Echo.of(params)
+        if echo is not None:
+            return self._retry(call, args, ws, bind, echo)
+        progress = Progress(DELETE)
+        progress.fire(Event.BEGIN)
         require_form_elicitation(call.meta.capabilities)
         refusal = self.deleter.unavailable(ws.workspace.name)
         if refusal is not None:
@@ -215,15 +224,8 @@ class DeleteTool:
                 f"{len(candidates)} notes match that title; give a more specific title "
                 f"(at most {MAX_CANDIDATES} can be offered)"
             )
-        payload = confirm_payload(
-            principal=call.principal.name,
-            arguments=args,
-            workspace=ws.workspace.name,
-            candidates=candidates,
-        )
-        payload["boot"] = BOOT_ID
         try:
-            token = self.sealer.seal(payload)
+            token = self.state.seal(bind, progress, candidate_claims(candidates))
         except StateTooLarge:
             raise ToolFailure(
                 "the matching note ids are too long to confirm; narrow the title"
@@ -233,32 +235,23 @@ class DeleteTool:
             request_state=token,
         ).wire()
 
-    def _retry(self, call: Call, args: dict[str, Any], ws: Opened) -> dict[str, Any]:
+    def _retry(
+        self, call: Call, args: dict[str, Any], ws: Opened, bind: Binding, echo: Echo
+    ) -> dict[str, Any]:
         name = ws.workspace.name
-        expect = confirm_expectation(principal=call.principal.name, arguments=args, workspace=name)
         try:
-            payload = self.sealer.open(call.params.get("requestState"), expect=expect)
-            candidates_from_payload(payload)
-            if payload.get("boot") != BOOT_ID:
-                raise StateRejected("sealed before the last reboot")
-            outcome = decide(payload, call.params.get("inputResponses"), title=args["title"])
+            opened = self.state.open(bind, echo)
         except StateRejected as exc:
             self._audit(call, name, None, "state-refused", "state")
             raise refuse_state(exc.reason) from None
+        try:
+            outcome = decide(opened.data, echo.responses, title=args["title"])
         except ResponseMissing:  # asked again, the same form under the same (unspent) state
-            if self._spent(call, name, str(payload["nonce"])):
-                self._audit(call, name, None, "replay-refused")
-                raise refuse_state("nonce already spent") from None
-            # The sealed candidates, each with its title as found now (titles are not sealed).
-            titles = {c.id: c.title for c in find_candidates(self.env, ws, args["title"])}
-            sealed = [replace(c, title=titles.get(c.id)) for c in candidates_from_payload(payload)]
-            return InputRequiredResult(
-                input_requests=input_request(args["workspaceUri"], args["title"], sealed),
-                request_state=str(call.params.get("requestState")),
-            ).wire()
+            return self._ask_again(call, args, ws, opened)
         except ResponseInvalid as exc:
             raise ProtocolError(INVALID_PARAMS, f"Invalid params: {exc}") from None
-        nonce, expires = str(payload["nonce"]), float(payload["exp"])
+        opened.progress.fire(Event.FINISHED)
+        nonce, expires = opened.nonce, opened.expires
         if self._spent(call, name, nonce):  # a clear answer early; the atomic claim comes later
             self._audit(call, name, None, "replay-refused")
             raise refuse_state("nonce already spent")
@@ -271,6 +264,21 @@ class DeleteTool:
         reason = outcome.reason if isinstance(outcome, Decision.Declined) else None
         self._audit(call, name, None, outcome.audit_outcome, reason)
         return _complete(outcome.ending, {"deleted": None, "outcome": outcome.audit_outcome})
+
+    def _ask_again(
+        self, call: Call, args: dict[str, Any], ws: Opened, opened: Round[list[Candidate]]
+    ) -> dict[str, Any]:
+        opened.progress.fire(Event.UNANSWERED)
+        if self._spent(call, ws.workspace.name, opened.nonce):
+            self._audit(call, ws.workspace.name, None, "replay-refused")
+            raise refuse_state("nonce already spent")
+        # The sealed candidates, each with its title as found now (titles are not sealed).
+        titles = {c.id: c.title for c in find_candidates(self.env, ws, args["title"])}
+        sealed = [replace(c, title=titles.get(c.id)) for c in opened.data]
+        return InputRequiredResult(
+            input_requests=input_request(args["workspaceUri"], args["title"], sealed),
+            request_state=opened.token,
+        ).wire()
 
     def _spent(self, call: Call, ws: str, nonce: str) -> bool:
         try:

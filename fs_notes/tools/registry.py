@@ -12,9 +12,17 @@ from typing import Any
 
 from ..protocol.argcheck import check_schema
 from ..protocol.dispatch import Call
-from ..protocol.models import Tool, ToolAnnotations
+from ..protocol.models import CallToolParams, Tool, ToolAnnotations
 
 ToolHandler = Callable[[Call, dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class MultiRound:
+    """The handler of a multi-round tool: it also gets the parsed `tools/call` params, whose
+    requestState and inputResponses choose the round (fs_notes.rounds.request.Echo.of)."""
+
+    run: Callable[[Call, dict[str, Any], CallToolParams], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,7 @@ class ToolSpec:
     read_only: bool
     destructive: bool
     idempotent: bool
-    handler: ToolHandler = field(compare=False)
+    handler: ToolHandler | MultiRound = field(compare=False)
 
     input_schema: dict[str, Any] = field(init=False, compare=False)
 

@@ -4,6 +4,11 @@ Spec: client/sampling (deprecated in 2026-07-28, still supported) through basic/
 server never holds model credentials: it asks the client's model through `sampling/createMessage`
 input requests, in two rounds.
 
+The phases and their transitions are the flow's row of the one table (fs_notes/rounds/phases.py:
+start -> pick -> summarize -> done, each waiting phase asked again while unanswered); every claim
+of the sealed state is sealed and checked by the request state (fs_notes/rounds/request.py), which
+also parses the sealed id lists, once. The round is chosen from the parsed params.
+
 Round 1 (no requestState): authorize `read`, require the `sampling` capability (-32021 with
 `{"sampling": {}}`), rank the notes by the query's words, and embed a sampling request asking the
 model to pick at most 3 ids from that candidate list as a JSON array. The candidate ids are sealed.
@@ -30,37 +35,31 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
-from ..confirm.state import (
-    Expectation,
-    StateRejected,
-    StateSealer,
-    StateTooLarge,
-    refuse_state,
-)
-from ..confirm.state import args_digest as digest
+from ..confirm.state import StateRejected, StateSealer, StateTooLarge, refuse_state
 from ..fs import FsError
 from ..policy import Principal
 from ..protocol.dispatch import Call
 from ..protocol.errors import INVALID_PARAMS, ProtocolError
 from ..protocol.meta import require_sampling
-from ..protocol.models import CallToolResult, InputRequiredResult, TextContent
+from ..protocol.models import CallToolParams, CallToolResult, InputRequiredResult, TextContent
 from ..render import json_shown, shown, shown_id
+from ..rounds.phases import SUMMARIZE as FLOW
+from ..rounds.phases import Event, Phase, Progress, TooManyRounds
+from ..rounds.request import Binding, Echo, RequestState
 from .context import NotesEnv, Opened, ToolFailure, guarded
 from .loading import load_note, whole_utf8
-from .registry import WORKSPACE_URI, ToolSpec
+from .registry import WORKSPACE_URI, MultiRound, ToolSpec
 
 log = logging.getLogger("fs_notes.summarize")
 
-TOOL = "notes_summarize"
-METHOD = "tools/call"
-PICK, SUMMARIZE = "pick", "summarize"
-PICK_KEY, SUMMARY_KEY = "pick_notes", "summarize_notes"
-KEYS = {PICK: PICK_KEY, SUMMARIZE: SUMMARY_KEY}
+TOOL: Final = FLOW.name
+PICK_KEY, SUMMARY_KEY = FLOW.asks[Phase.PICK], FLOW.asks[Phase.SUMMARIZE]
 
 MAX_PICK = 3
-MAX_ROUNDS = 4  # input_required results for one call (2 when the client answers each round)
+assert FLOW.max_rounds is not None
+MAX_ROUNDS: Final[int] = FLOW.max_rounds  # input_required results for one call
 MAX_CANDIDATES = 30
 CANDIDATE_ID_CHARS = 6000  # total id length sealed in round 1 (well under the 16 KiB state)
 SNIPPET_CHARS = 160
@@ -248,9 +247,20 @@ def _strings(value: object, low: int, high: int) -> list[str]:
     return list(value)
 
 
+#: The id list each waiting phase seals, and its bounds.
+_SEALED: Final = {Phase.PICK: ("candidates", MAX_CANDIDATES), Phase.SUMMARIZE: ("chosen", MAX_PICK)}
+
+
+def sealed_ids(phase: Phase, claims: Mapping[str, Any]) -> list[str]:
+    """The ids sealed in a state of `phase`: the candidates (pick) or the chosen (summarize)."""
+    claim, most = _SEALED[phase]
+    return _strings(claims.get(claim), 1, most)
+
+
 class SummarizeTool:
     def __init__(self, env: NotesEnv, sealer: StateSealer) -> None:
-        self.env, self.sealer = env, sealer
+        self.env = env
+        self.state = RequestState(sealer, FLOW, sealed_ids)
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -274,53 +284,64 @@ class SummarizeTool:
             read_only=True,
             destructive=False,
             idempotent=True,
-            handler=guarded(self.run),
+            handler=MultiRound(guarded(self.run)),
         )
 
-    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    def run(self, call: Call, args: dict[str, Any], params: CallToolParams) -> dict[str, Any]:
         assert isinstance(call.principal, Principal)
         ws = self.env.open(call, args["workspaceUri"], "read")
-        if "requestState" not in call.params:
-            return self._ask_pick(call, args, ws, 1)
-        phase, payload = self._open(call, args, ws)
-        rounds: int = payload["round"]
-        responses = call.params.get("inputResponses")
-        if responses is not None and not isinstance(responses, dict):
-            _invalid("inputResponses must be an object")
-        answer = (responses or {}).get(KEYS[phase])
-        if answer is None:  # not answered: ask again (spec: mrtr, Error Handling), bounded
-            if phase == PICK:
-                return self._ask_pick(call, args, ws, rounds + 1)
-            return self._ask_summary(call, args, ws, payload["chosen"], rounds + 1)
-        if phase == PICK:
-            text, model = sampled_text(answer, PICK_KEY, PICK_ANSWER_CHARS)
-            chosen = parse_pick(text, payload["candidates"])
+        bind = Binding(call.principal.name, args, ws.workspace.name)
+        echo = Echo.of(params)
+        if echo is None:
+            progress = Progress(FLOW)
+            _step(progress, Event.BEGIN)
+            return self._ask_pick(call, args, ws, bind, progress)
+        try:
+            opened = self.state.open(bind, echo)
+        except StateRejected as exc:
+            raise refuse_state(exc.reason) from None
+        progress, ids = opened.progress, opened.data
+        if opened.answer is None:  # not answered: ask again (spec: mrtr, Error Handling), bounded
+            _step(progress, Event.UNANSWERED)
+            if progress.phase is Phase.PICK:
+                return self._ask_pick(call, args, ws, bind, progress)
+            return self._ask_summary(call, args, ws, bind, progress, ids)
+        if progress.phase is Phase.PICK:
+            text, model = sampled_text(opened.answer, PICK_KEY, PICK_ANSWER_CHARS)
+            chosen = parse_pick(text, ids)
             if not chosen:
+                _step(progress, Event.FINISHED)
                 return _final(args["query"], [], "", model)
-            return self._ask_summary(call, args, ws, chosen, rounds + 1)
-        summary, model = sampled_text(answer, SUMMARY_KEY, SUMMARY_CHARS)
-        return _final(args["query"], payload["chosen"], summary.strip(), model)
+            _step(progress, Event.ANSWERED)
+            return self._ask_summary(call, args, ws, bind, progress, chosen)
+        summary, model = sampled_text(opened.answer, SUMMARY_KEY, SUMMARY_CHARS)
+        _step(progress, Event.FINISHED)
+        return _final(args["query"], ids, summary.strip(), model)
 
     # -- rounds ------------------------------------------------------------------------------
 
     def _ask_pick(
-        self, call: Call, args: dict[str, Any], ws: Opened, rounds: int
+        self, call: Call, args: dict[str, Any], ws: Opened, bind: Binding, progress: Progress
     ) -> dict[str, Any]:
-        self._check_round(rounds)
         require_sampling(call.meta.capabilities)
         candidates = find_candidates(self.env, ws, args["query"])
         if not candidates:
             raise ToolFailure(f'no note in this workspace mentions "{shown(args["query"], 256)}"')
-        state = self._seal(call, args, ws, PICK, rounds, candidates=[c.id for c in candidates])
+        state = self._seal(bind, progress, candidates=[c.id for c in candidates])
         return InputRequiredResult(
             input_requests={PICK_KEY: pick_request(args["query"], candidates)},
             request_state=state,
         ).wire()
 
     def _ask_summary(
-        self, call: Call, args: dict[str, Any], ws: Opened, chosen: list[str], rounds: int
+        self,
+        call: Call,
+        args: dict[str, Any],
+        ws: Opened,
+        bind: Binding,
+        progress: Progress,
+        chosen: list[str],
     ) -> dict[str, Any]:
-        self._check_round(rounds)
         require_sampling(call.meta.capabilities)
         notes: list[tuple[str, str, str, bool]] = []
         budget = TOTAL_BYTES
@@ -339,77 +360,25 @@ class SummarizeTool:
             notes.append((checked, title, excerpt, cut))
         if not notes:
             raise ToolFailure("none of the chosen notes can be read any more; nothing to summarize")
-        state = self._seal(call, args, ws, SUMMARIZE, rounds, chosen=[n[0] for n in notes])
+        state = self._seal(bind, progress, chosen=[n[0] for n in notes])
         return InputRequiredResult(
             input_requests={SUMMARY_KEY: summary_request(args["query"], notes)},
             request_state=state,
         ).wire()
 
-    @staticmethod
-    def _check_round(rounds: int) -> None:
-        if rounds > MAX_ROUNDS:
-            _invalid(f"{TOOL} took more than {MAX_ROUNDS} rounds; call it again from the start")
-
-    # -- sealed state ------------------------------------------------------------------------
-
-    def _seal(
-        self,
-        call: Call,
-        args: Mapping[str, Any],
-        ws: Opened,
-        phase: str,
-        rounds: int,
-        **data: list[str],
-    ) -> str:
-        payload = {
-            "principal": call.principal.name,
-            "method": METHOD,
-            "tool": TOOL,
-            "args": digest(args),
-            "workspace": ws.workspace.name,
-            "phase": phase,
-            "round": rounds,
-            **data,
-        }
+    def _seal(self, bind: Binding, progress: Progress, **data: list[str]) -> str:
         try:
-            return self.sealer.seal(payload)
+            return self.state.seal(bind, progress, data)
         except StateTooLarge:
             raise ToolFailure("the matching note ids are too long; narrow the query") from None
 
-    def _expect(self, call: Call, args: Mapping[str, Any], ws: Opened, phase: str) -> Expectation:
-        return Expectation(
-            principal=call.principal.name,
-            args=digest(args),
-            method=METHOD,
-            tool=TOOL,
-            phase=phase,
-            workspace=ws.workspace.name,
-        )
 
-    def _open(self, call: Call, args: Mapping[str, Any], ws: Opened) -> tuple[str, dict[str, Any]]:
-        """(phase, payload) of the retry's state; the answered key names the phase to expect."""
-        responses = call.params.get("inputResponses")
-        answered = [
-            p for p, key in KEYS.items() if isinstance(responses, dict) and key in responses
-        ]
-        phases = answered[:1] or [PICK, SUMMARIZE]  # no answer at all: the state says which
-        token = call.params.get("requestState")
-        for phase in phases:
-            try:
-                payload = self.sealer.open(token, expect=self._expect(call, args, ws, phase))
-                rounds = payload.get("round")
-                if not (isinstance(rounds, int) and 1 <= rounds <= MAX_ROUNDS):
-                    raise StateRejected("round out of bounds")
-                if phase == PICK:
-                    _strings(payload.get("candidates"), 1, MAX_CANDIDATES)
-                else:
-                    _strings(payload.get("chosen"), 1, MAX_PICK)
-                return phase, payload
-            except StateRejected as exc:
-                if exc.reason == "phase mismatch" and phase != phases[-1]:
-                    continue
-                raise refuse_state(exc.reason) from None
-        raise refuse_state("no phase")  # unreachable: the loop returns or raises
+def _step(progress: Progress, event: Event) -> None:
+    """One step of the flow's table; past its round bound, -32602 (call it again)."""
+    try:
+        progress.fire(event)
+    except TooManyRounds:
+        _invalid(f"{TOOL} took more than {MAX_ROUNDS} rounds; call it again from the start")
 
 
 def _final(query: str, chosen: list[str], summary: str, model: str) -> dict[str, Any]:
