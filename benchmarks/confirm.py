@@ -19,10 +19,10 @@ from pathlib import Path
 
 from fs_notes.confirm.flow import Candidate, candidate_claims, candidates_from_payload
 from fs_notes.confirm.replay import ReplayStore
-from fs_notes.confirm.state import KeyRing, StateSealer
 from fs_notes.fs import Identity
 from fs_notes.rounds.phases import DELETE, Phase, Progress
 from fs_notes.rounds.request import Binding, Echo, RequestState
+from fs_notes.rounds.seal import KeyRing, StateSealer
 
 
 def _claimer(path: str, nonces: list[str], barrier: Barrier, out: str) -> None:

@@ -58,8 +58,8 @@ class InProcessCycle:
     def __init__(self, tmp: str) -> None:
         from inprocess import InProcess
 
-        from fs_notes.confirm.state import KeyRing
         from fs_notes.policy import Policy
+        from fs_notes.rounds.seal import KeyRing
 
         self.ws = _workspace(tmp)
         policy = Policy.for_single_workspace(str(self.ws), "me", token_sha256=None)

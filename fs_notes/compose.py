@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Literal
 from .config import StatePaths, folder_problem
 from .confirm.audit import AuditLog, AuditLogDamaged
 from .confirm.replay import MAX_ROWS, ReplayStore, UnsafeLocation, default_replay_path
-from .confirm.state import KEPT_NAME, KeyFileError, KeyRing, StateSealer
 from .errors import ConfigError
 from .fs import FsError, WorkspaceRoot
 from .policy import Policy
+from .rounds.seal import KEPT_NAME, KeyFileError, KeyRing, StateSealer
 
 if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first answer
     from .protocol.dispatch import Dispatcher

@@ -83,7 +83,7 @@ def read_token(path: str) -> str:
     try:
         data = read_secret_file(path, limit=MAX_TOKEN_FILE_BYTES)
     except SecretFileError as exc:
-        raise ConfigError(f"--token-file {exc}") from None
+        raise ConfigError(f"--token-file {path}: {exc}") from None
     try:
         token = data.decode("utf-8").strip()
     except UnicodeDecodeError:

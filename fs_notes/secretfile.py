@@ -3,8 +3,9 @@
 Guarantees: the file is opened once, without following a FIFO into a hang (O_NONBLOCK) or
 taking a terminal (O_NOCTTY), and is read only if it is a regular file owned by this user or by
 root, that others cannot read, write or execute and the group cannot write; at most `limit`
-bytes are read. Every refusal is a `SecretFileError` whose message names the file and says how
-to fix it (`chmod 600 FILE`).
+bytes are read. Every refusal is a `SecretFileError` whose message says what is wrong and, for
+a mode that is too open, how to fix it (`chmod 600 FILE`); the caller puts the option and the
+file's name in front.
 
 Does not: keep the secret out of memory, lock the file, or check the folders above it (a
 folder others can write in lets them replace the file; that is the operator's to keep).
@@ -26,26 +27,26 @@ def read_secret_file(path: str, *, limit: int) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise SecretFileError(f"{path}: does not exist") from None
+        raise SecretFileError("does not exist") from None
     except OSError as exc:
-        raise SecretFileError(f"{path}: cannot be read ({exc.strerror})") from None
+        raise SecretFileError(f"cannot be read ({exc.strerror})") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise SecretFileError(f"{path}: not a regular file")
+            raise SecretFileError("not a regular file")
         if st.st_uid not in (os.geteuid(), 0):
-            raise SecretFileError(f"{path}: owned by another user (uid {st.st_uid})")
+            raise SecretFileError(f"owned by another user (uid {st.st_uid})")
         if st.st_mode & OPEN_TO_OTHERS:
             mode = stat.S_IMODE(st.st_mode)
             raise SecretFileError(
-                f"{path}: readable or writable by others (mode {mode:04o}); "
+                f"readable or writable by others (mode {mode:04o}); "
                 f"make it private with: chmod 600 {path}"
             )
         data = os.read(fd, limit + 1)
     except OSError as exc:
-        raise SecretFileError(f"{path}: cannot be read ({exc.strerror})") from None
+        raise SecretFileError(f"cannot be read ({exc.strerror})") from None
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise SecretFileError(f"{path}: too large (more than {limit} bytes)")
+        raise SecretFileError(f"too large (more than {limit} bytes)")
     return data

@@ -67,11 +67,9 @@ ACCESS_NET_CONNECT_TCP: Final = 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0
 SCOPE_SIGNAL: Final = 1 << 1
 
-# landlock_restrict_self() flags (ABI 7). We pass none of them: a denial inside our worker is
-# an attack or a bug, and either way it should reach the audit log.
-RESTRICT_SELF_LOG_SAME_EXEC_OFF: Final = 1 << 0
-RESTRICT_SELF_LOG_NEW_EXEC_ON: Final = 1 << 1
-RESTRICT_SELF_LOG_SUBDOMAINS_OFF: Final = 1 << 2
+# landlock_restrict_self() flags (ABI 7: LOG_SAME_EXEC_OFF, LOG_NEW_EXEC_ON, LOG_SUBDOMAINS_OFF).
+# We pass none of them: a denial inside our worker is an attack or a bug, and either way it
+# should reach the audit log.
 
 #: Rights that may be allowed on a non-directory; everything else needs a directory fd (EINVAL).
 FILE_RIGHTS: Final = (
@@ -126,17 +124,6 @@ def net_rights(abi: int) -> int:
 def scopes(abi: int) -> int:
     """Every scope the given ABI knows (ABI 6 and later)."""
     return SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
-
-
-def restrict_self_flags(abi: int) -> int:
-    """Every landlock_restrict_self() flag the given ABI knows (ABI 7 and later)."""
-    if abi >= 7:
-        return (
-            RESTRICT_SELF_LOG_SAME_EXEC_OFF
-            | RESTRICT_SELF_LOG_NEW_EXEC_ON
-            | RESTRICT_SELF_LOG_SUBDOMAINS_OFF
-        )
-    return 0
 
 
 def describe_fs(rights: int) -> list[str]:

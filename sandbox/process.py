@@ -22,7 +22,6 @@ import signal
 from typing import Final
 
 PR_SET_PDEATHSIG: Final = 1
-PR_GET_DUMPABLE: Final = 3
 PR_CAPBSET_READ: Final = 23
 PR_CAPBSET_DROP: Final = 24
 PR_SET_SECUREBITS: Final = 28

@@ -10,10 +10,10 @@ from typing import Any
 from fs_notes.compose import ConfirmParts, build_server, open_roots
 from fs_notes.confirm.audit import AuditLog
 from fs_notes.confirm.replay import ReplayStore
-from fs_notes.confirm.state import KeyRing, StateSealer
 from fs_notes.policy import Policy, Principal
 from fs_notes.protocol.dispatch import Dispatcher
 from fs_notes.protocol.envelope import Request
+from fs_notes.rounds.seal import KeyRing, StateSealer
 
 FORM: dict[str, object] = {"elicitation": {"form": {}}}
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}

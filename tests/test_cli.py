@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -186,3 +187,27 @@ def test_json_log_format_writes_one_json_object_per_line(tmp_path: Path) -> None
     records = [json.loads(line) for line in result.stderr.splitlines()]
     assert records and all(set(r) >= {"time", "level", "logger", "message"} for r in records)
     assert any(r["message"].startswith("replay database: ") for r in records)
+
+
+def test_a_bare_hex_secret_is_a_state_key_ring_and_an_open_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    secret = "ab" * 32  # what `openssl rand -hex 32` prints
+    keys = tmp_path / "keys"
+    keys.write_text(secret + "\n")
+    keys.chmod(0o644)
+    (tmp_path / "notes").mkdir()
+    args = ("serve", str(tmp_path / "notes"), "--replay-db", str(tmp_path / "r.db"),
+            "--state-key-file", str(keys))  # fmt: skip
+    refused = _run(*args)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"fs-notes: --state-key-file {keys}: readable or writable by others (mode 0644); "
+        f"make it private with: chmod 600 {keys}\n"
+    )
+    keys.chmod(0o600)
+    served = _run(*args)
+    assert served.returncode == 0, served.stderr
+    kid = "s" + hashlib.sha256(bytes.fromhex(secret)).hexdigest()[:12]
+    assert f"state key: {kid}, file {keys}" in served.stderr
+    assert secret not in served.stderr

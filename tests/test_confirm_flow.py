@@ -29,10 +29,10 @@ from fs_notes.confirm.flow import (
     input_request,
     requested_schema,
 )
-from fs_notes.confirm.state import KeyRing, StateRejected, StateSealer
 from fs_notes.fs import Identity
 from fs_notes.rounds.phases import DELETE, Event, Phase, Progress
 from fs_notes.rounds.request import Binding, Echo, RequestState
+from fs_notes.rounds.seal import KeyRing, StateRejected, StateSealer
 
 SCHEMA_FILE = Path("/work/shared/mcp-schema/2026-07-28/schema.json")
 DEFS: dict[str, Any] = json.loads(SCHEMA_FILE.read_text())["$defs"]

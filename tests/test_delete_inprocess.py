@@ -9,8 +9,8 @@ from typing import Any
 
 from inprocess import InProcess
 
-from fs_notes.confirm.state import KeyRing
 from fs_notes.policy import Policy, Principal, hash_token
+from fs_notes.rounds.seal import KeyRing
 
 KEYS = KeyRing([("k1", b"k" * 32)])
 

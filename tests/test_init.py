@@ -17,8 +17,8 @@ from pathlib import Path
 
 from wire import REPO, HttpServer, StdioServer, call_tool, child_env, request
 
-from fs_notes.confirm.state import KeyRing
 from fs_notes.policy_file import load_policy
+from fs_notes.rounds.seal import KeyRing
 
 
 def _init(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from inprocess import InProcess
 
-from fs_notes.confirm.state import KeyRing
 from fs_notes.legacy import ClientResponse, LegacyAdapter, LegacySession
 from fs_notes.policy import Policy, Principal
 from fs_notes.protocol.envelope import Notification, Request
+from fs_notes.rounds.seal import KeyRing
 
 FORM_CAPS: dict[str, object] = {"elicitation": {"form": {}, "url": {}}}
 Answer = Callable[[dict[str, Any]], ClientResponse | None]

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from inprocess import FORM, META, InProcess
 from wire import StdioServer, call_tool, request, stdio_server
 
-from fs_notes.confirm.state import KeyRing
 from fs_notes.exercises import shown as judge
 from fs_notes.lexical import LexicalError, file_uri, parse_workspace_uri, validate_note_id
 from fs_notes.policy import Policy
 from fs_notes.protocol.envelope import Request
+from fs_notes.rounds.seal import KeyRing
 
 # At least 40 names people really have, one per class of trouble (issue 11's list and more).
 AWKWARD = [

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from inprocess import InProcess
 
 from fs_notes.confirm import flow
-from fs_notes.confirm.state import KeyRing
 from fs_notes.exercises import shown as judge
 from fs_notes.exercises.catalogue import ATTACKS, Attack
 from fs_notes.exercises.classes import RENDERING
@@ -26,6 +25,7 @@ from fs_notes.exercises.layout import build
 from fs_notes.fs import Identity
 from fs_notes.policy import Policy
 from fs_notes.render import json_shown, shown, shown_id, skeleton, spelled
+from fs_notes.rounds.seal import KeyRing
 from fs_notes.tools import context, delete, read_tools
 
 HIDDEN = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}

@@ -20,7 +20,6 @@ import pytest
 from inprocess import InProcess
 
 from fs_notes.confirm.flow import Candidate, candidate_claims, candidates_from_payload
-from fs_notes.confirm.state import WIRE_MESSAGE, KeyRing, StateRejected, StateSealer, refuse_state
 from fs_notes.fs import Identity
 from fs_notes.policy import Policy
 from fs_notes.protocol.errors import INVALID_PARAMS
@@ -40,6 +39,7 @@ from fs_notes.rounds.phases import (
     TooManyRounds,
 )
 from fs_notes.rounds.request import Binding, Echo, RequestState
+from fs_notes.rounds.seal import WIRE_MESSAGE, KeyRing, StateRejected, StateSealer, refuse_state
 
 KEYS = KeyRing([("k1", b"k" * 32)])
 WS = "file:///home/alice/notes"

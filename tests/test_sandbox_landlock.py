@@ -109,7 +109,6 @@ def test_rights_grow_with_the_abi_as_the_kernel_documents() -> None:
     assert ll.fs_rights(0) == 0
     assert (ll.net_rights(3), ll.net_rights(4)) == (0, 0b11)
     assert (ll.scopes(5), ll.scopes(6)) == (0, 0b11)
-    assert (ll.restrict_self_flags(6), ll.restrict_self_flags(7)) == (0, 0b111)
     assert [ll.ruleset_attr_size(a) for a in (1, 3, 4, 5, 6, 7)] == [8, 8, 16, 16, 24, 24]
 
 

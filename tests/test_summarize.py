@@ -20,9 +20,9 @@ import pytest
 from inprocess import InProcess
 from wire import check_message
 
-from fs_notes.confirm.state import WIRE_MESSAGE, KeyRing
 from fs_notes.policy import Policy, Principal
 from fs_notes.policy_file import load_policy
+from fs_notes.rounds.seal import WIRE_MESSAGE, KeyRing
 from fs_notes.tools import summarize
 
 SAMPLING: dict[str, object] = {"sampling": {}}

@@ -19,11 +19,11 @@ from wire import StdioServer, call_tool
 from fs_notes.compose import ConfirmParts, build_server, open_roots
 from fs_notes.confirm.audit import AuditLog
 from fs_notes.confirm.replay import ReplayStore
-from fs_notes.confirm.state import KeyRing, StateSealer
 from fs_notes.fs import Identity
 from fs_notes.fs.errors import FsError, NoteExists, NoteNotFound, SymlinkRefused
 from fs_notes.policy import Policy, Principal
 from fs_notes.protocol.envelope import Request
+from fs_notes.rounds.seal import KeyRing, StateSealer
 from fs_notes.sandbox import probe as sandbox_probe
 from fs_notes.sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
 

@@ -22,7 +22,7 @@ from fs_notes.confirm.flow import (
     requested_schema,
 )
 from fs_notes.confirm.replay import ReplayStore, ReplayStoreFull, default_replay_path
-from fs_notes.confirm.state import (
+from fs_notes.rounds.seal import (
     WIRE_MESSAGE,
     Expectation,
     KeyFileError,

@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Final
 
-from fs_notes.confirm.state import StateRejected
 from fs_notes.fs.identity import Identity
 from fs_notes.render import isolated, shown, shown_id, skeleton, spelled
 from fs_notes.rounds.phases import DELETE, Phase
+from fs_notes.rounds.seal import StateRejected
 
 __all__ = [
     "ELICITATION_KEY",

@@ -77,8 +77,6 @@ def read_meta(params: dict[str, Any]) -> RequestMeta:
     return RequestMeta(version, caps, info if isinstance(info, dict) else None)
 
 
-SAMPLING: dict[str, Any] = {"sampling": {}}
-
 
 def _missing(required: dict[str, Any], what: str) -> ProtocolError:
     return ProtocolError(

@@ -4,6 +4,6 @@
 (notes_delete, notes_summarize, the legacy adapter's server-initiated rounds); `request` builds
 and checks every claim of a sealed requestState (bindings, phase, round, boot id, the tool's data
 parsed once). What a round asks and how its answer is judged stays with the tool (notes_delete's
-form and decision table: `fs_notes.confirm.flow`); the token format and keys are
-`fs_notes.confirm.state`. Each module states what it guarantees and what it does not.
+form and decision table: `fs_notes.confirm.flow`); `seal` holds the token format, the sealer and
+the key ring. Each module states what it guarantees and what it does not.
 """

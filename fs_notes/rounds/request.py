@@ -21,7 +21,7 @@ Guarantees: `open` returns a `Round` only if the token is authentic and unexpire
 claim above matches (`StateSealer.open` checks the first seven, and this module the round and,
 through the tool's parser, the data); its data is the parsed, typed value (a tool never reads
 the raw payload). Anything else raises `StateRejected`, whose precise reason is for the log and
-whose wire form is the one refusal, `refuse_state` (confirm/state.py). The round is chosen from
+whose wire form is the one refusal, `refuse_state` (rounds/seal.py). The round is chosen from
 the parsed `tools/call` params (`Echo.of`): a call that names a requestState, whatever its
 value, is a retry.
 
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from ..confirm.boot import boot_id
-from ..confirm.state import Expectation, StateRejected, StateSealer, args_digest
 from ..protocol.models import CallToolParams
+from ..rounds.seal import Expectation, StateRejected, StateSealer, args_digest
 from .phases import Flow, Phase, Progress
 
 __all__ = ["BOOT_ID", "METHOD", "Binding", "Echo", "RequestState", "Round"]

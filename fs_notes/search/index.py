@@ -583,13 +583,6 @@ class NoteIndex:
             )
         return sorted((str(r[0]) for r in rows), key=lambda i: (i.count("/"), i))
 
-    def size_bytes(self) -> int:
-        """The index's size on disk (its database pages)."""
-        with self._lock:
-            conn = self._connection()
-            pages = conn.execute("PRAGMA page_count").fetchone()[0]
-            return int(pages) * int(conn.execute("PRAGMA page_size").fetchone()[0])
-
     def close(self) -> None:
         with self._lock:
             self._conn.close()

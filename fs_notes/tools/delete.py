@@ -40,7 +40,6 @@ from ..confirm.flow import (
     input_request,
 )
 from ..confirm.replay import PrincipalQuotaFull, ReplayStore, ReplayStoreFull
-from ..confirm.state import StateRejected, StateSealer, StateTooLarge, refuse_state
 from ..fs import FsError, Identity
 from ..lexical import LexicalError
 from ..policy import Principal
@@ -51,6 +50,7 @@ from ..protocol.models import CallToolParams, CallToolResult, InputRequiredResul
 from ..render import shown, shown_id
 from ..rounds.phases import DELETE, Event, Phase, Progress
 from ..rounds.request import Binding, Echo, RequestState, Round
+from ..rounds.seal import StateRejected, StateSealer, StateTooLarge, refuse_state
 from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded
 from .loading import load_note, stat_key
 from .registry import WORKSPACE_URI, MultiRound, ToolSpec

@@ -37,7 +37,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
-from ..confirm.state import StateRejected, StateSealer, StateTooLarge, refuse_state
 from ..fs import FsError
 from ..policy import Principal
 from ..protocol.dispatch import Call
@@ -48,6 +47,7 @@ from ..render import json_shown, shown, shown_id
 from ..rounds.phases import SUMMARIZE as FLOW
 from ..rounds.phases import Event, Phase, Progress, TooManyRounds
 from ..rounds.request import Binding, Echo, RequestState
+from ..rounds.seal import StateRejected, StateSealer, StateTooLarge, refuse_state
 from .context import NotesEnv, Opened, ToolFailure, guarded
 from .loading import load_note, whole_utf8
 from .registry import WORKSPACE_URI, MultiRound, ToolSpec

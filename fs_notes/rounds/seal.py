@@ -1,4 +1,5 @@
-"""Sealing of the MRTR `requestState` that carries a pending deletion between two requests.
+"""Sealing of the MRTR `requestState` that carries a multi-round request (a pending deletion, a
+summary in progress) between two requests, and the key ring that seals it.
 
 Threat model: the token travels through the client and comes back as attacker-controlled input
 (spec: basic/patterns/mrtr, "Server Requirements" 4-5). `StateSealer.open` returns a payload only
@@ -29,10 +30,12 @@ Key file format (`KeyRing.from_file`), UTF-8 text, one key per line::
     k2026a:<standard base64>                           <- further keys: verify only
 
 kid is 1-32 of ``[A-Za-z0-9_-]``. Rotation: add the new key as the first line and keep the old one
-below it for one TTL, then remove it. The file must be a regular file owned by this user or root,
-not accessible by others and not writable by the group (like an ssh private key); anything else
-is refused with `KeyFileError`. Generate a line with
-``printf 'k1:%s\\n' "$(openssl rand -base64 32)"``.
+below it for one TTL, then remove it. Or the file holds one bare secret and nothing else: at least
+64 hex digits (``openssl rand -hex 32``), else standard base64 of at least 32 bytes; its kid is
+``s`` + the first 12 hex digits of the SHA-256 of the secret, the same in every instance given the
+file. The file must be a regular file owned by this user or root, not accessible by others and not
+writable by the group (like an ssh private key; `fs_notes.secretfile`); anything else is refused
+with `KeyFileError`. Generate a line with ``printf 'k1:%s\\n' "$(openssl rand -base64 32)"``.
 
 What a multi-round tool seals and expects is built in one place, `fs_notes.rounds.request`;
 this module knows claims, not tools.
@@ -54,13 +57,13 @@ import math
 import os
 import re
 import secrets
-import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ..protocol.errors import INVALID_PARAMS, ProtocolError
+from ..secretfile import SecretFileError, read_secret_file
 
 __all__ = [
     "DEFAULT_TTL",
@@ -232,25 +235,10 @@ class KeyRing:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> KeyRing:
         """Read a key file (format in the module docstring); raises KeyFileError."""
-        try:  # O_NONBLOCK: a FIFO in its place must not hang the start
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)
-        except OSError as exc:
-            raise KeyFileError(f"cannot open state key file: {exc.strerror}") from None
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise KeyFileError("state key file is not a regular file")
-            if st.st_uid not in (os.geteuid(), 0):
-                raise KeyFileError("state key file is owned by another user")
-            if st.st_mode & (stat.S_IRWXO | stat.S_IWGRP):
-                raise KeyFileError(
-                    "state key file is accessible by others or group-writable (chmod 600 it)"
-                )
-            data = os.read(fd, MAX_KEY_FILE_BYTES + 1)
-        finally:
-            os.close(fd)
-        if len(data) > MAX_KEY_FILE_BYTES:
-            raise KeyFileError("state key file is too large")
+            data = read_secret_file(os.fspath(path), limit=MAX_KEY_FILE_BYTES)
+        except SecretFileError as exc:
+            raise KeyFileError(str(exc)) from None
         return cls(_parse_key_lines(data))
 
     @property
@@ -269,11 +257,40 @@ class KeyRing:
         return _b64u(hmac.digest(key, message, "sha256"))
 
 
+_HEX_SECRET = re.compile(r"(?:[0-9a-fA-F]{2}){32,}")
+
+
+def _bare_secret(line: str) -> tuple[str, bytes] | None:
+    """A line without a kid: 64+ hex digits, else base64 (None if it is neither)."""
+    if _HEX_SECRET.fullmatch(line):
+        secret = bytes.fromhex(line)
+    else:
+        try:
+            secret = base64.b64decode(line, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    return f"s{hashlib.sha256(secret).hexdigest()[:12]}", secret
+
+
 def _parse_key_lines(data: bytes) -> list[tuple[str, bytes]]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise KeyFileError("state key file is not UTF-8 text") from None
+    lines = [line.strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    if len(lines) == 1 and ":" not in lines[0]:  # one bare secret: a one-key ring
+        bare = _bare_secret(lines[0])
+        if bare is None:
+            raise KeyFileError(
+                "state key file line 1: expected kid:base64key, or one bare secret "
+                "(64+ hex digits or base64)"
+            )
+        if len(bare[1]) < MIN_KEY_BYTES:
+            raise KeyFileError(
+                f"state key file: the secret has {len(bare[1])} bytes, need >= {MIN_KEY_BYTES}"
+            )
+        return [bare]
     keys: list[tuple[str, bytes]] = []
     for number, raw_line in enumerate(text.splitlines(), start=1):
         line = raw_line.strip()

@@ -1,4 +1,4 @@
-"""requestState sealing (fs_notes/confirm/state.py).
+"""requestState sealing (fs_notes/rounds/seal.py).
 
 Rules come from the spec (basic/patterns/mrtr: integrity, principal, TTL, request binding) or are
 ours (token format, size bound, key file). Tokens are corrupted region by region.
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from fs_notes.confirm.state import (
+from fs_notes.rounds.seal import (
     MAX_TOKEN_CHARS,
     WIRE_MESSAGE,
     Expectation,
@@ -415,7 +415,9 @@ def test_a_group_readable_key_file_is_accepted(tmp_path: Path) -> None:
     [
         ("", "no key"),
         ("# only a comment\n", "no key"),
-        (f"{_b64(KEY_A)}\n", "expected kid:base64key"),
+        (f"{_b64(KEY_A)}\n{_b64(KEY_B)}\n", "expected kid:base64key"),
+        ("not-hex-nor-base64!\n", "or one bare secret"),
+        (f"{_b64(b'short' * 6)}\n", "need >= 32"),
         (f"k 1:{_b64(KEY_A)}\n", "expected kid:base64key"),
         ("k1:not base64!!\n", "not base64"),
         (f"k1:{_b64(b'short' * 6)}\n", "need >= 32"),
@@ -432,11 +434,26 @@ def test_a_malformed_key_file_is_refused_without_echoing_key_bytes(
 
 
 def test_a_missing_key_file_or_a_directory_is_a_key_file_error(tmp_path: Path) -> None:
-    with pytest.raises(KeyFileError, match="cannot open"):
+    with pytest.raises(KeyFileError, match="does not exist"):
         KeyRing.from_file(tmp_path / "absent.key")
     os.chmod(tmp_path, 0o700)
     with pytest.raises(KeyFileError, match="not a regular file"):
         KeyRing.from_file(tmp_path)
+
+
+@pytest.mark.parametrize("encode", [bytes.hex, _b64], ids=["hex", "base64"])
+def test_a_bare_secret_is_a_one_key_ring_with_the_same_kid_everywhere(
+    tmp_path: Path, encode: Callable[[bytes], str]
+) -> None:
+    f = _key_file(tmp_path / "state.key", f"# made with openssl rand\n{encode(KEY_A)}\n")
+    ring1, ring2 = KeyRing.from_file(f), KeyRing.from_file(f)
+    kid = "s" + hashlib.sha256(KEY_A).hexdigest()[:12]
+    assert ring1.kids == ring2.kids == (kid,)
+    token = sealer(ring=ring1).seal(payload())
+    assert sealer(ring=ring2).open(token, expect=expect())["principal"] == "alice"
+    # positive control: the same secret under a named kid is a different key id, same key
+    named = KeyRing([("k1", KEY_A)])
+    assert named.kids == ("k1",) and sealer(ring=named).seal(payload()) != token
 
 
 def test_a_huge_key_file_is_refused(tmp_path: Path) -> None:
@@ -467,7 +484,7 @@ def test_args_digest_is_total_over_lone_surrogates_and_refuses_nan() -> None:
 def test_rejections_are_logged_at_warning_with_the_reason_only(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="fs_notes.confirm.state")
+    caplog.set_level(logging.WARNING, logger="fs_notes.rounds.seal")
     s = sealer()
     token = s.seal(payload())
     rejection(s, token, expect(principal="bob"))
