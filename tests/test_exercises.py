@@ -19,8 +19,9 @@ import pytest
 from layers import requirement
 from wire import REPO, child_env
 
-from fs_notes.exercises.catalogue import ATTACKS, CLASSES
-from fs_notes.exercises.expected import COLUMNS, EXPECTED, LITERAL_NAMES, expected_results
+from fs_notes.exercises.catalogue import ATTACKS
+from fs_notes.exercises.classes import CLASSES
+from fs_notes.exercises.expected import COLUMNS, EXPECTED, NOTHING_TO_REFUSE, expected_results
 
 RESULT = re.compile(r"blocked:(policy|lexical|render|filesystem|os)|escaped|n/a")
 
@@ -52,7 +53,7 @@ def test_nothing_escapes_with_every_layer_on(run: tuple[int, dict[str, Any]]) ->
     _, data = run
     assert data["escapes_with_all_layers"] == 0
     for attack in data["attacks"]:
-        if attack["name"] in LITERAL_NAMES:  # served literally: nothing to refuse, nothing out
+        if attack["name"] in NOTHING_TO_REFUSE:  # e.g. served literally: nothing out
             assert attack["results"]["all"] == "n/a", attack
             continue
         assert attack["results"]["all"].startswith("blocked:"), attack
@@ -157,7 +158,7 @@ def test_docs_design_md_shows_exactly_the_expected_matrix() -> None:
 def test_the_expected_matrix_covers_the_catalogue_and_blocks_everything_with_all_layers() -> None:
     assert set(EXPECTED) == {a.name for a in ATTACKS}
     for name in EXPECTED:
-        if name in LITERAL_NAMES:
+        if name in NOTHING_TO_REFUSE:
             assert set(EXPECTED[name]) == {"n/a"}, name
             continue
         assert expected_results(name)["all"].startswith("blocked:"), name

@@ -14,11 +14,12 @@ import urllib.parse
 from pathlib import Path, PurePosixPath
 
 import pytest
-from escape_cases import CASES, INSIDE, SECRET, EscapeCase, build_layout, file_kind
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fs_notes.lexical as lexical
+from fs_notes.exercises.cases import CASES, EscapeCase
+from fs_notes.exercises.layout import INSIDE, SECRET, build, file_kind
 from fs_notes.lexical import (
     MAX_DEPTH,
     MAX_ID_BYTES,
@@ -744,13 +745,13 @@ def test_note_uri_round_trips_every_valid_note(base: WorkspacePath, names: list[
     assert validate_note_id(note.text) == note
 
 
-# --- the shared escape-case table ------------------------------------------------------------
+# --- the escape-case table (fs_notes/exercises/cases.py) -----------------------------------------
 
 REQUIRED_CASES = {
-    "dotdot", "dotdot-deep", "absolute", "symlink-final-to-outside", "symlink-final-inside",
-    "symlink-dir-to-outside", "symlink-dir-absolute", "dangling-symlink", "symlink-loop",
-    "symlink-chain", "magic-link-fd", "magic-link-root", "hardlink-to-outside", "fifo-as-note",
-    "socket-as-note", "folder-named-x.md", "long-component", "deep-path",
+    "dotdot-id", "dotdot-deep", "absolute-id", "symlink-final", "symlink-final-inside",
+    "symlink-dir", "symlink-dir-absolute", "dangling-symlink-create", "symlink-loop",
+    "symlink-chain", "magic-link-stdin", "magic-link-root", "hardlink", "fifo-note",
+    "socket-note", "folder-named-md", "long-component", "deep-path",
 }  # fmt: skip
 
 
@@ -778,7 +779,7 @@ def test_the_escape_table_says_what_the_lexical_layer_does(case: EscapeCase) -> 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 def test_build_layout_builds_each_escape_case(tmp_path: Path, case: EscapeCase) -> None:
-    build_layout(tmp_path, case.layout)
+    build(tmp_path, case.layout)
     assert (tmp_path / "ws").is_dir()
     assert (tmp_path / "outside" / "secret.md").read_text(encoding="utf-8") == SECRET
     for entry in case.layout:
@@ -807,8 +808,8 @@ def test_build_layout_builds_each_escape_case(tmp_path: Path, case: EscapeCase) 
 def test_build_layout_refuses_entries_that_would_escape_its_root(tmp_path: Path) -> None:
     for bad in ("../x.md", "/tmp/x.md", "ws/../../x.md"):
         with pytest.raises(ValueError):
-            build_layout(tmp_path / "root", (bad,))
+            build(tmp_path / "root", (bad,))
     with pytest.raises(ValueError):
-        build_layout(tmp_path / "root", ("ws/d => ../outside", "ws/d/planted.md"))
+        build(tmp_path / "root", ("ws/d => ../outside", "ws/d/planted.md"))
     assert not (tmp_path / "root" / "outside" / "planted.md").exists()
     assert not (tmp_path / "x.md").exists()

@@ -1,4 +1,4 @@
-"""The team's shared escape table (tests/escape_cases.py) against the OS layer alone.
+"""The escape table (fs_notes/exercises/cases.py) against the OS layer alone.
 
 For every case, the case's raw note id goes to the worker's `unlink_raw` (a bare os.unlink from
 the workspace, no lexical or filesystem check). Under Landlock and under chroot, no path outside
@@ -14,9 +14,10 @@ import os
 from pathlib import Path
 
 import pytest
-from escape_cases import CASES, EscapeCase, build_layout
 from layers import requirement
 
+from fs_notes.exercises.cases import CASES, EscapeCase
+from fs_notes.exercises.layout import build
 from fs_notes.exercises.rawworker import RawWorker
 from fs_notes.sandbox.errors import ConfinementError, OsRefused
 from fs_notes.sandbox.supervisor import ConfinedWorker
@@ -24,10 +25,10 @@ from fs_notes.sandbox.supervisor import ConfinedWorker
 CONFINED = ["landlock", "chroot"]
 # Cases whose raw unlink reaches outside/secret.md when nothing confines the worker.
 ESCAPE_WITHOUT_OS_LAYER = {
-    "dotdot",
+    "dotdot-id",
     "dotdot-deep",
-    "absolute",
-    "symlink-dir-to-outside",
+    "absolute-id",
+    "symlink-dir",
     "symlink-dir-absolute",
     "magic-link-root",
 }
@@ -54,7 +55,7 @@ def snapshot(root: Path, case: EscapeCase) -> Snapshot:
 
 def run_case(base: Path, case: EscapeCase, mode: str) -> tuple[str, Snapshot, Snapshot]:
     root = base / f"{mode}-{case.name}"
-    build_layout(root, case.layout)
+    build(root, case.layout)
     before = snapshot(root, case)
     with RawWorker(str(root / "ws"), "delete", mode) as worker:  # type: ignore[arg-type]
         try:

@@ -1,4 +1,4 @@
-"""The shared escape table (tests/escape_cases.py) through every tool, over the real protocol.
+"""The escape table (fs_notes/exercises/cases.py) through every tool, over the real protocol.
 
 One server (stdio, real subprocess) serves one workspace per case from a policy file; for each case
 every tool that takes a note id is tried with the hostile id, and the protected outside files must
@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from escape_cases import CASES, SECRET, EscapeCase, build_layout
 from wire import StdioServer, call_tool, request, stdio_server
+
+from fs_notes.exercises.cases import CASES, EscapeCase
+from fs_notes.exercises.layout import SECRET, build
 
 
 @dataclass
@@ -48,7 +50,7 @@ def served(
     for i, case in enumerate(CASES):
         root = base / f"c{i}"
         root.mkdir()
-        build_layout(root, case.layout)
+        build(root, case.layout)
         ws = root / "ws"
         uri = "file://" + urllib.parse.quote(str(ws))
         built[case.name] = Built(case, root, uri, _snapshot(root, case.protected))
@@ -92,9 +94,9 @@ def test_every_tool_refuses_each_escape(
         )
         assert response["result"]["isError"] is True, (tool, response)
         _assert_untouched(b, response)
-    resource = server.ask(
-        request(3, "resources/read", {"uri": b.uri + "/" + urllib.parse.quote(note_id)})
-    )
+    # A lone surrogate has no UTF-8: its URI carries the bytes surrogatepass gives (invalid UTF-8).
+    quoted = urllib.parse.quote(note_id, errors="surrogatepass")
+    resource = server.ask(request(3, "resources/read", {"uri": b.uri + "/" + quoted}))
     assert resource.get("error", {}).get("code") == -32602, resource
     _assert_untouched(b, resource)
     for response in (

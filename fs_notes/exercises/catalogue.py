@@ -4,15 +4,47 @@ Each attack gets its own root folder holding ``ws/`` (the workspace, served by t
 ``outside/`` (``outside/secret.md`` holds the run's secret marker) and whatever its layout adds
 (notation: `layout.py`). `protected` paths (relative to the root) must stay unread, unchanged
 and, if absent, absent; `keep` paths must still be there, unchanged, at the end (reads allowed:
-deletion attacks). The cases of the team's shared table (tests/escape_cases.py) appear here by
-their own names where they fit; this table lives in the package so that `fs-notes exercises`
-works from an installed copy without tests/.
+deletion attacks).
+
+Every escape case (`cases.py`) is an attack here, by its own name (a test checks it): the ones
+written out below with `from_case` (some with more steps than a read of the case's id), the rest
+added after them, one `from_case` each, so a case added to the table joins the matrix by itself.
+Attacks run in the order of their classes (`classes.py`). This table lives in the package so
+that `fs-notes exercises` works from an installed copy without tests/.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from .cases import BY_NAME, CASES
+from .classes import (
+    CLASSES,
+    COMPROMISED,
+    DIR_LINK,
+    DOTDOT,
+    ENCODED,
+    FD_LEAK,
+    HOST,
+    LONG,
+    LOOKALIKE,
+    MAGIC,
+    MOUNT,
+    NUL,
+    ODD_ID,
+    ODD_URI,
+    PREFIX,
+    RENAMED,
+    RENDERING,
+    REPLACED,
+    ROOTS,
+    SEPARATORS,
+    SPECIAL,
+    SWAP,
+    UTF8,
+    WS_REPLACED,
+)
 from .compromised import OPS as COMPROMISED_OPS
 from .steps import (
     Compromised,
@@ -32,43 +64,6 @@ from .steps import (
 )
 
 OUTSIDE_NOTE = "outside/secret.md"
-
-# The attack classes, in the issue's words.
-PREFIX = "prefix sibling folder"
-DOTDOT = "'..' in URI or id"
-ENCODED = "%2e%2e and double encoding"
-SEPARATORS = "encoded separators %2F %5C"
-NUL = "NUL"
-UTF8 = "invalid UTF-8"
-HOST = "a URI host part"
-ODD_URI = "relative and odd URI forms"
-ABSOLUTE = "an absolute path as id"
-ODD_ID = "ids '.', '..', empty, trailing '/'"
-FINAL_LINK = "symlink as the final component"
-DIR_LINK = "symlinked intermediate folder"
-DANGLING = "dangling symlink at create"
-CHAINS = "symlink chains and loops"
-SWAP = "a symlink swapped in between check and use"
-RENAMED = "a parent folder renamed during resolution"
-MAGIC = "magic links"
-MOUNT = "a mount point inside the workspace"
-HARDLINK = "a hardlink to an outside file"
-SPECIAL = "a FIFO, a socket and a device node as notes"
-DIR_MD = "a folder named x.md"
-LONG = "very long names and deep paths"
-LOOKALIKE = "case and Unicode look-alike names"
-RENDERING = "names that forge a line, hide a character or look alike when shown"
-REPLACED = "the note replaced between elicitation and confirmation"
-WS_REPLACED = "the workspace folder itself replaced after start-up"
-FD_LEAK = "an fd leaked into the worker"
-ROOTS = "client roots trying to widen the scope"
-COMPROMISED = "a compromised server or worker: attacker code after confinement"
-
-CLASSES = (
-    PREFIX, DOTDOT, ENCODED, SEPARATORS, NUL, UTF8, HOST, ODD_URI, ABSOLUTE, ODD_ID, FINAL_LINK,
-    DIR_LINK, DANGLING, CHAINS, SWAP, RENAMED, MAGIC, MOUNT, HARDLINK, SPECIAL, DIR_MD, LONG,
-    LOOKALIKE, RENDERING, REPLACED, WS_REPLACED, FD_LEAK, ROOTS, COMPROMISED,
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -90,8 +85,36 @@ class Attack:
     # in anything shown (see shown.py); judged from the responses, not from the disk.
     served: str | None = None
     forged: tuple[str, ...] = ()
+    # Configurations this attack cannot be run in, and why (the cell is then n/a, saying so).
+    not_run: Mapping[str, str] = field(default_factory=dict)
 
 
+def from_case(
+    name: str,
+    *steps: Step,
+    also_protected: tuple[str, ...] = (),
+    operations: tuple[str, ...] = ("read",),
+    not_run: Mapping[str, str] | None = None,
+) -> Attack:
+    """The attack of the escape case ``name``: its layout, and ``steps`` (by default a read of
+    its id). It protects the case's paths outside the workspace; those inside (a hidden file, a
+    note a symlink leads to) are the lexical layer's and the symlink policy's, checked by the
+    unit tests of those layers: an escape here is out of the workspace."""
+    case = BY_NAME[name]
+    outside = tuple(p for p in case.protected if not p.startswith("ws/"))
+    return Attack(
+        case.name,
+        case.kind,
+        case.layout,
+        steps or (read(case.note_id),),
+        case.why,
+        protected=outside + also_protected,
+        operations=operations,
+        not_run=not_run or {},
+    )
+
+
+_RW = ("read", "write")
 _NOTE = ("ws/note.md: # Note",)
 _ROOTS_CAPS: dict[str, object] = {"roots": {}}
 
@@ -108,9 +131,7 @@ ATTACKS: tuple[Attack, ...] = (
         "ws-evil starts with the workspace's path as a string",
         protected=("ws-evil/secret.md",),
     ),
-    Attack(
-        "dotdot-id", DOTDOT, _NOTE, (read("../outside/secret.md"),), "'..' out of the workspace"
-    ),
+    from_case("dotdot-id"),
     Attack(
         "dotdot-uri", DOTDOT, _NOTE, (resource("{ws}/../outside/secret.md"),), "'..' in a note URI"
     ),
@@ -129,13 +150,7 @@ ATTACKS: tuple[Attack, ...] = (
         "'..' encoded twice: decoded once it is '%2e%2e', a folder's literal name inside (a "
         "second decoder would make it '..')",
     ),
-    Attack(
-        "encoded-dotdot-id",
-        ENCODED,
-        (*_NOTE, "ws/%2e%2e/outside/secret.md: # literal name inside"),
-        (read("%2e%2e/outside/secret.md"),),
-        "an id is never percent-decoded: '%2e%2e' is a folder's literal name inside",
-    ),
+    from_case("encoded-dotdot-id"),
     Attack(
         "encoded-slash-uri",
         SEPARATORS,
@@ -150,20 +165,8 @@ ATTACKS: tuple[Attack, ...] = (
         (resource("{ws}/..%5Coutside%5Csecret.md"),),
         "%5C is a separator on Windows",
     ),
-    Attack(
-        "backslash-id",
-        SEPARATORS,
-        _NOTE,
-        (read("..\\outside\\secret.md"),),
-        "backslashes as separators",
-    ),
-    Attack(
-        "nul-id",
-        NUL,
-        _NOTE,
-        (read("note.md\x00/../../outside/secret.md"),),
-        "NUL truncates C strings",
-    ),
+    from_case("backslash-id"),
+    from_case("nul-id"),
     Attack("nul-uri", NUL, _NOTE, (resource("{ws}/..%00/outside/secret.md"),), "%00 in a URI"),
     Attack(
         "invalid-utf8-uri",
@@ -207,42 +210,22 @@ ATTACKS: tuple[Attack, ...] = (
         (resource("{ws}/note.md#/../../outside/secret.md"),),
         "a fragment smuggling a path",
     ),
-    Attack(
-        "absolute-id",
-        ABSOLUTE,
-        _NOTE,
-        (read("{root}/outside/secret.md"),),
-        "an absolute path instead of an id",
-    ),
-    Attack("id-dot", ODD_ID, _NOTE, (read("."),), "the id '.' (the workspace itself)"),
-    Attack("id-dotdot", ODD_ID, _NOTE, (read(".."),), "the id '..'"),
+    from_case("absolute-id"),
+    from_case("id-dot"),
+    from_case("id-dotdot"),
     Attack(
         "id-empty", ODD_ID, _NOTE, (resource("{ws}/"),), "an empty id (the workspace's own URI)"
     ),
-    Attack("id-trailing-slash", ODD_ID, _NOTE, (read("note.md/"),), "a trailing '/'"),
-    Attack(
-        "symlink-final",
-        FINAL_LINK,
-        ("ws/l.md => ../outside/secret.md",),
-        (read("l.md"), update("l.md")),
-        "the note is a symlink to outside",
-        operations=("read", "write"),
-    ),
-    Attack(
-        "symlink-final-absolute",
-        FINAL_LINK,
-        ("ws/l.md => {root}/outside/secret.md",),
-        (read("l.md"),),
-        "the note is an absolute symlink to outside",
-    ),
-    Attack(
+    from_case("id-trailing-slash"),
+    from_case("symlink-final", read("l.md"), update("l.md"), operations=_RW),
+    from_case("symlink-final-absolute"),
+    from_case(
         "symlink-dir",
-        DIR_LINK,
-        ("ws/d => ../outside",),
-        (read("d/secret.md"), listing("d"), create("d/new.md")),
-        "a folder of the id is a symlink to outside",
-        protected=(OUTSIDE_NOTE, "outside/new.md"),
-        operations=("read", "write"),
+        read("d/secret.md"),
+        listing("d"),
+        create("d/new.md"),
+        also_protected=("outside/new.md",),
+        operations=_RW,
     ),
     Attack(
         "symlink-dir-delete",
@@ -254,29 +237,9 @@ ATTACKS: tuple[Attack, ...] = (
         keep=("outside/victim.md",),
         operations=("read", "delete"),
     ),
-    Attack(
-        "dangling-symlink-create",
-        DANGLING,
-        ("ws/new.md => ../outside/new.md",),
-        (create("new.md"),),
-        "creating through a dangling symlink creates outside/new.md",
-        protected=(OUTSIDE_NOTE, "outside/new.md"),
-        operations=("read", "write"),
-    ),
-    Attack(
-        "symlink-chain",
-        CHAINS,
-        ("ws/a.md => b.md", "ws/b.md => c.md", "ws/c.md => ../outside/secret.md"),
-        (read("a.md"),),
-        "a chain of symlinks that ends outside",
-    ),
-    Attack(
-        "symlink-loop",
-        CHAINS,
-        ("ws/a.md => b.md", "ws/b.md => a.md", "ws/loop => loop"),
-        (read("a.md"), read("loop/x.md")),
-        "symlink loops (a resolver must not spin)",
-    ),
+    from_case("dangling-symlink-create", create("new.md"), operations=_RW),
+    from_case("symlink-chain"),
+    from_case("symlink-loop"),
     Attack(
         "swap-check-use",
         SWAP,
@@ -304,12 +267,24 @@ ATTACKS: tuple[Attack, ...] = (
         "/proc/self/fd/N of an outside folder the server holds open",
         leak="outside",
     ),
-    Attack(
-        "magic-link-root",
-        MAGIC,
-        ("ws/root => /proc/self/root",),
-        (read("root{root}/outside/secret.md"),),
-        "/proc/self/root, then down to the secret",
+    from_case("magic-link-root"),
+    from_case(
+        "magic-link-stdin",
+        not_run={
+            "no-filesystem": "following it, the naive root would read the server's own stdin "
+            "(the protocol pipe) and block: a hang, not an escape"
+        },
+    ),
+    # Serving it at all is the escape: the server's executable is outside the workspace, and
+    # the OS layer must let the server read what it runs.
+    from_case("magic-link-self-exe", read("exe.md", harm_if_ok=True)),
+    from_case(
+        "magic-link-cwd",
+        not_run={
+            "no-filesystem": "followed, it leads to the server's current folder, the private "
+            "view's root, where no secret lies; whether the host has something there depends on "
+            "how the target was started (with bind mounts or not), not on a layer"
+        },
     ),
     Attack(
         "mount-point-read",
@@ -330,28 +305,9 @@ ATTACKS: tuple[Attack, ...] = (
         operations=("read", "delete"),
         needs_mount=True,
     ),
-    Attack(
-        "hardlink",
-        HARDLINK,
-        ("ws/h.md ~> outside/secret.md",),
-        (read("h.md"), update("h.md")),
-        "a hard link inside to the outside file",
-        operations=("read", "write"),
-    ),
-    Attack(
-        "fifo-note",
-        SPECIAL,
-        ("ws/f.md |fifo",),
-        (read("f.md", feed_fifo="ws/f.md"),),
-        "a FIFO named like a note, fed by an outside process",
-    ),
-    Attack(
-        "socket-note",
-        SPECIAL,
-        ("ws/s.md |socket",),
-        (read("s.md"),),
-        "a unix socket named like a note",
-    ),
+    from_case("hardlink", read("h.md"), update("h.md"), operations=_RW),
+    from_case("fifo-note", read("f.md", feed_fifo="ws/f.md")),  # fed by an outside process
+    from_case("socket-note"),
     Attack(
         "device-note",
         SPECIAL,
@@ -360,22 +316,9 @@ ATTACKS: tuple[Attack, ...] = (
         "a device node named like a note (serving it at all is the escape)",
         needs_view=True,  # no-filesystem: the view's binds are nodev
     ),
-    Attack(
-        "folder-named-md",
-        DIR_MD,
-        ("ws/x.md/", "ws/x.md/inner.md"),
-        (read("x.md"), update("x.md")),
-        "a folder whose name ends in .md",
-        operations=("read", "write"),
-    ),
+    from_case("folder-named-md", read("x.md"), update("x.md"), operations=_RW),
     Attack("long-name", LONG, _NOTE, (read("a" * 300 + ".md"),), "a 303-byte name (NAME_MAX 255)"),
-    Attack(
-        "deep-path",
-        LONG,
-        ("ws/" + "d/" * 40 + "x.md",),
-        (read("d/" * 40 + "x.md"),),
-        "41 components (the cap is 32); the file exists",
-    ),
+    from_case("deep-path"),
     Attack(
         "unicode-lookalike",
         LOOKALIKE,
@@ -552,4 +495,7 @@ ATTACKS += tuple(
     for where in ("server", "delete", "write")
     for op in COMPROMISED_OPS
 )
-
+# Every other escape case, then everything in the order of its class.
+_WRITTEN = {a.name for a in ATTACKS}
+ATTACKS += tuple(from_case(c.name) for c in CASES if c.name not in _WRITTEN)
+ATTACKS = tuple(sorted(ATTACKS, key=lambda a: CLASSES.index(a.kind)))

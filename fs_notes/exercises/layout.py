@@ -1,22 +1,26 @@
-"""Hostile folder layouts in a tiny notation, and the file snapshots that prove nothing escaped.
+"""The one layout notation of the escape cases and the attacks (after Go's os.Root tests), its
+builder, and the file snapshots that prove nothing escaped.
 
-The notation is the team's (tests/escape_cases.py, after Go's os.Root tests), one entry per
-string, relative to an attack's root folder (which holds ``ws/``, the workspace, and
-``outside/``):
+A layout is built in a root folder holding ``ws/`` (the workspace) and ``outside/``, with
+``outside/secret.md`` always there (content: ``secret``, "SECRET" unless the caller says). One
+entry per string, relative to the root:
 
-    "ws/a/"                        a folder
-    "ws/a/b.md"                    a regular file, content "inside"
-    "ws/a/b.md: text"              a regular file with that text
-    "ws/l.md => ../outside/x.md"   a symlink (target verbatim)
-    "ws/h.md ~> outside/x.md"      a hard link to an existing file
-    "ws/f.md |fifo"                a FIFO               "ws/s.md |socket"   a bound unix socket
-    "ws/d.md |nulldev"             a character device 1:3 (the null device; needs root)
-    "ws/mnt |bind outside"         a folder on which the target bind-mounts ``outside`` (root)
+    "ws/a/"                              a folder
+    "ws/a/b.md"                          a regular file, content "inside"
+    "ws/a/b.md: text"                    a regular file with that text
+    "ws/l.md => ../outside/secret.md"    a symlink; the target is written verbatim
+    "ws/h.md ~> outside/secret.md"       a hard link to an existing file (relative to the root)
+    "ws/f.md |fifo"                      a FIFO
+    "ws/s.md |socket"                    a bound unix socket
+    "ws/d.md |nulldev"                   a character device 1:3, the null device (needs root)
+    "ws/mnt |bind outside"               a folder on which the exercises' target bind-mounts
+                                         ``outside`` (needs root; `build` only records it)
 
-``{root}`` stands for the attack root's absolute path and ``{secret}`` for the run's secret
-marker. Guarantees: nothing is created through a symlink; a snapshot reads file content with
-O_NOATIME, so taking one never counts as a read. Does not: clean up (the caller removes the
-whole temporary folder).
+``{root}`` in an entry stands for the root's absolute path (no trailing slash). Guarantees:
+nothing is created through a symlink, nor outside the root (an entry's path must be relative and
+without '..'; a symlink's target is written verbatim: that is the attack); a snapshot reads file
+content with O_NOATIME, so taking one never counts as a read. Does not: clean up (the caller
+removes the whole temporary folder).
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+SECRET = "SECRET"  # noqa: S105 (the default content of outside/secret.md)
+INSIDE = "inside"
+
 
 class HostLimit(Exception):
     """The layout needs something this host or user cannot do (the attack is then n/a)."""
@@ -35,7 +42,7 @@ class HostLimit(Exception):
 
 @dataclass
 class Built:
-    binds: list[tuple[str, str]] = field(default_factory=list)
+    binds: list[tuple[str, str]] = field(default_factory=list)  # (source, mount point)
 
 
 def _relative(entry_path: str) -> Path:
@@ -46,6 +53,7 @@ def _relative(entry_path: str) -> Path:
 
 
 def _parents(root: Path, relative: Path) -> Path:
+    """Create the parent folders of ``root/relative``, never through a symlink."""
     current = root
     for name in relative.parts[:-1]:
         current = current / name
@@ -70,40 +78,48 @@ def _socket(path: Path) -> None:
         sock.close()
 
 
-def build(root: Path, layout: Iterable[str], secret: str) -> Built:
-    """Create ``root/ws``, ``root/outside/secret.md`` and every entry of ``layout``."""
+def _nulldev(path: Path) -> None:
+    try:
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError as exc:
+        raise HostLimit(f"cannot create a device node here: {exc.strerror}") from None
+
+
+_NODES = {" |fifo": os.mkfifo, " |socket": _socket, " |nulldev": _nulldev}
+
+
+def secret_note(marker: str) -> str:
+    """What ``outside/secret.md`` holds in an exercise run: a note titled with the run's marker."""
+    return f"# {marker}\nnot yours\n"
+
+
+def build(root: Path, layout: Iterable[str], secret: str = SECRET) -> Built:
+    """Create ``root/ws``, ``root/outside/secret.md`` (holding ``secret``) and every entry."""
     built = Built()
     (root / "ws").mkdir(parents=True, exist_ok=True)
     (root / "outside").mkdir(exist_ok=True)
-    (root / "outside" / "secret.md").write_text(f"# {secret}\nnot yours\n", encoding="utf-8")
+    (root / "outside" / "secret.md").write_text(secret, encoding="utf-8")
     for raw in layout:
-        entry = raw.replace("{root}", str(root)).replace("{secret}", secret)
+        entry = raw.replace("{root}", str(root))
+        node = next((suffix for suffix in _NODES if entry.endswith(suffix)), None)
         if " => " in entry:
             name, target = entry.split(" => ", 1)
             _parents(root, _relative(name)).symlink_to(target)
         elif " ~> " in entry:
             name, target = entry.split(" ~> ", 1)
-            os.link(root / _relative(target), _parents(root, _relative(name)))
-        elif entry.endswith(" |fifo"):
-            os.mkfifo(_parents(root, _relative(entry.removesuffix(" |fifo"))))
-        elif entry.endswith(" |socket"):
-            _socket(_parents(root, _relative(entry.removesuffix(" |socket"))))
-        elif entry.endswith(" |nulldev"):
-            path = _parents(root, _relative(entry.removesuffix(" |nulldev")))
-            try:
-                os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
-            except PermissionError as exc:
-                raise HostLimit(f"cannot create a device node here: {exc.strerror}") from None
+            existing = root / _relative(target)
+            os.link(existing, _parents(root, _relative(name)), follow_symlinks=False)
+        elif node is not None:
+            _NODES[node](_parents(root, _relative(entry.removesuffix(node))))
         elif " |bind " in entry:
             name, source = entry.split(" |bind ", 1)
             (root / _relative(name)).mkdir(parents=True, exist_ok=True)
             built.binds.append((str(root / _relative(source)), str(root / _relative(name))))
         elif entry.endswith("/"):
-            _parents(root, _relative(entry) / "-")
+            _parents(root, _relative(entry) / "-")  # makes the folder itself
         else:
             name, sep, content = entry.partition(": ")
-            text = content.replace("\\n", "\n") if sep else "inside"
-            _parents(root, _relative(name)).write_text(text, encoding="utf-8")
+            _parents(root, _relative(name)).write_text(content if sep else INSIDE, "utf-8")
     return built
 
 
@@ -128,6 +144,15 @@ def _kind(mode: int) -> str:
         if test(mode):
             return kind
     return "other"
+
+
+def file_kind(path: Path) -> str:
+    """What ``path`` is, not following a symlink: "symlink", "fifo", "socket", "dir", "file",
+    "other" or "missing"."""
+    try:
+        return _kind(path.lstat().st_mode)
+    except FileNotFoundError:
+        return "missing"
 
 
 def _read_noatime(path: Path) -> bytes:

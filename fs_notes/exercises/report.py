@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .catalogue import CLASSES
+from .classes import CLASSES
 from .expected import EXPECTED, expected_results
 from .runner import COLUMNS, Matrix
 

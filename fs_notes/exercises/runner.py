@@ -48,6 +48,7 @@ from .layout import (
     build,
     changed,
     prime_atime,
+    secret_note,
     snapshot,
 )
 from .mountns import can_bind
@@ -188,6 +189,9 @@ class _Column:
         limited: dict[str, Outcome] = {}
         for attack in attacks:
             root = self.base / attack.name
+            if self.column in attack.not_run:
+                limited[attack.name] = Outcome("n/a", why=attack.not_run[self.column])
+                continue
             if attack.needs_mount and self.host.get("mount"):
                 limited[attack.name] = Outcome("n/a", why=self.host["mount"], host_limited=True)
                 continue
@@ -196,9 +200,10 @@ class _Column:
                 limited[attack.name] = Outcome("n/a", why=why, host_limited=True)
                 continue
             fd = str(LEAK_FD + len(self.leaks))
-            layout = tuple(e.replace("{leakfd}", fd) for e in attack.layout)
+            names = {"leakfd": fd, "secret": self.secret}  # build fills {root}
+            layout = tuple(fill(e, names) for e in attack.layout)
             try:
-                built = build(root, layout, self.secret)
+                built = build(root, layout, secret_note(self.secret))
             except HostLimit as exc:
                 limited[attack.name] = Outcome("n/a", why=str(exc), host_limited=True)
                 continue
