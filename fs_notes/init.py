@@ -6,7 +6,8 @@ Writes, in the configuration folder (default `~/.config/fs-notes`, made 0700):
   is stored only as its SHA-256; the file is checked by loading it as `serve` will.
 - `state.keys`: a key ring of one random 32-byte key (format: README, "The state key ring").
 
-Both files are created 0600 and never overwrite anything: if either exists, nothing is written.
+Both files are created 0600 and never overwrite anything: if either exists, nothing is written;
+nor is anything written in a folder that another user owns or others can write in.
 A file is written in full under a temporary name and linked into place, so a crash leaves either
 no file or a whole one; if the second cannot be placed, the first is removed again. The token is
 printed once, with the `serve` command line and a client configuration that use it.
@@ -22,6 +23,7 @@ import os
 import secrets
 import shlex
 import shutil
+import stat
 import sys
 
 from .config import expand_path, folder_problem, local_user, parse_bind
@@ -120,8 +122,15 @@ def init(args: argparse.Namespace) -> int:
             )
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
+        st = os.stat(folder)
     except OSError as exc:
         raise ConfigError(f"--config-dir {folder}: {exc.strerror}") from None
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        # Others could swap the files in after we write them: a secret must not live there.
+        raise ConfigError(
+            f"--config-dir {folder}: owned by another user or writable by others "
+            f"(mode {stat.S_IMODE(st.st_mode):04o}); use a folder only you can write"
+        )
     token = secrets.token_urlsafe(32)
     ops = '["read"]' if args.read_only else '["read", "write", "delete"]'
     policy = policy_text(principal, workspaces, token, ops)

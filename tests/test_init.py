@@ -144,3 +144,20 @@ def test_init_expands_the_config_dir_and_refuses_a_folder_named_twice(tmp_path: 
     done = _init(str(a), "--config-dir", "$HOME/cfg", env=env)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "cfg" / "policy.toml").is_file()
+
+
+def test_init_refuses_a_config_dir_others_can_write_in(tmp_path: Path) -> None:
+    a, _ = _folders(tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    result = _init(str(a), "--config-dir", str(shared))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"fs-notes: --config-dir {shared}: owned by another user or writable by others "
+        "(mode 0777); use a folder only you can write\n"
+    )
+    assert os.listdir(shared) == []
+    shared.chmod(0o700)  # positive control: the same folder, private, is used
+    assert _init(str(a), "--config-dir", str(shared)).returncode == 0
+    assert sorted(os.listdir(shared)) == ["policy.toml", "state.keys"]
