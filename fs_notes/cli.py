@@ -136,7 +136,13 @@ def _parser() -> argparse.ArgumentParser:
         "folders, a state key ring and a bearer token (printed once; the policy keeps only its "
         "SHA-256), all 0600, then prints the serve command and a client configuration.",
     )
-    init.add_argument("folders", nargs="+", metavar="FOLDER", help="notes folders to serve")
+    init.add_argument("folders", nargs="*", metavar="FOLDER", help="notes folders to serve")
+    init.add_argument(
+        "--example",
+        choices=("example", "single-user"),
+        help="print a bundled, commented policy example instead (example: several people and "
+        "folders; single-user: one person, one folder) and write nothing",
+    )
     init.add_argument(
         "--config-dir",
         default=_config_home(),

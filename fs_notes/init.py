@@ -11,6 +11,7 @@ nor is anything written in a folder that another user owns or others can write i
 A file is written in full under a temporary name and linked into place, so a crash leaves either
 no file or a whole one; if the second cannot be placed, the first is removed again. The token is
 printed once, with the `serve` command line and a client configuration that use it.
+`--example NAME` prints a bundled, commented policy example instead and writes nothing.
 """
 
 from __future__ import annotations
@@ -105,7 +106,21 @@ def _command() -> list[str]:
     return [os.path.abspath(found)] if found else [sys.executable, "-m", "fs_notes"]
 
 
+def example(name: str) -> str:
+    """A bundled policy example (the repository's policies/, shipped as fs_notes/examples/)."""
+    from importlib.resources import files
+
+    return (files("fs_notes") / "examples" / f"{name}.toml").read_text(encoding="utf-8")
+
+
 def init(args: argparse.Namespace) -> int:
+    if args.example:
+        if args.folders:
+            raise ConfigError("--example prints an example and writes nothing: give no FOLDER")
+        print(example(args.example), end="")
+        return 0
+    if not args.folders:
+        raise ConfigError("give the notes folders to serve (fs-notes init FOLDER...)")
     folder = expand_path(args.config_dir)
     bind = parse_bind(args.http)
     workspaces = _workspaces(list(args.folders))

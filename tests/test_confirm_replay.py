@@ -357,8 +357,8 @@ def test_a_kept_key_file_that_others_can_read_stops_the_start(tmp_path: Path) ->
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr == (
-        f"fs-notes: the state key file kept at {kept}: state key file is accessible by others "
-        "or group-writable (chmod 600 it)\n"
+        f"fs-notes: the state key file kept at {kept}: readable or writable by others "
+        f"(mode 0644); make it private with: chmod 600 {kept}\n"
     )
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from wire import REPO, HttpServer, StdioServer, call_tool, child_env, request
 
 from fs_notes.policy_file import load_policy
@@ -161,3 +162,19 @@ def test_init_refuses_a_config_dir_others_can_write_in(tmp_path: Path) -> None:
     shared.chmod(0o700)  # positive control: the same folder, private, is used
     assert _init(str(a), "--config-dir", str(shared)).returncode == 0
     assert sorted(os.listdir(shared)) == ["policy.toml", "state.keys"]
+
+
+@pytest.mark.parametrize("name", ["example", "single-user"])
+def test_init_example_prints_the_bundled_policy_byte_for_byte(name: str) -> None:
+    result = _init("--example", name)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (Path(REPO) / "policies" / f"{name}.toml").read_text()
+
+
+def test_init_without_folders_or_with_both_says_what_to_give(tmp_path: Path) -> None:
+    none = _init("--config-dir", str(tmp_path / "cfg"))
+    assert none.returncode == 2
+    assert none.stderr == "fs-notes: give the notes folders to serve (fs-notes init FOLDER...)\n"
+    both = _init(str(tmp_path), "--example", "example")
+    assert both.returncode == 2 and "give no FOLDER" in both.stderr
+    assert not (tmp_path / "cfg").exists()
