@@ -185,6 +185,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _report(message: str, *, as_json: bool) -> None:
+    """The one line of a usage or configuration error, its invisible and control characters
+    escaped (a path can hold any of them); a JSON object under --log-format json."""
+    from .render import shown
+
+    if as_json:
+        import json
+
+        print(json.dumps({"level": "ERROR", "message": shown(message)}), file=sys.stderr)
+    else:
+        print(f"fs-notes: {shown(message)}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from .logline import install
@@ -216,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return demo()
     except ConfigError as exc:
-        print(f"fs-notes: {exc}", file=sys.stderr)
+        _report(str(exc), as_json=args.log_format == "json")
         return 2
     except KeyboardInterrupt:
         return 1

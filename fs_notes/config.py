@@ -24,13 +24,22 @@ from .secretfile import SecretFileError, read_secret_file
 
 MAX_TOKEN_FILE_BYTES = 4096
 _HOME_VAR = re.compile(r"\$(?:HOME\b|\{HOME\})")
+_PORT = re.compile(r"[0-9]{1,5}")
 
 
 def expand_path(text: str) -> str:
     """`~`, `~user` and `$HOME` / `${HOME}` expanded (a client's JSON `args` pass them
-    literally; no shell expanded them). Other variables are left as they are."""
+    literally; no shell expanded them), in one pass: what HOME holds is not expanded again.
+    Other variables are left as they are. A HOME that is empty or relative is refused."""
+    if not (text.startswith("~") or _HOME_VAR.search(text)):
+        return text
     home = os.path.expanduser("~")
-    return os.path.expanduser(_HOME_VAR.sub(lambda _: home, text))
+    if not os.path.isabs(home):
+        raise ConfigError(f"{text}: HOME is {home!r}, not an absolute path: give the full path")
+    expanded = os.path.expanduser(text) if text.startswith("~") else text
+    if expanded.startswith("~"):  # ~user of an unknown user: as the shell leaves it
+        return expanded
+    return _HOME_VAR.sub(lambda _: home, expanded)
 
 
 def folder_problem(path: str) -> str | None:
@@ -74,7 +83,7 @@ class HttpBind:
 
 def parse_bind(text: str) -> HttpBind:
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not host or not _PORT.fullmatch(port) or not 0 <= int(port) <= 65535:
         raise ConfigError(f"--http takes HOST:PORT (e.g. 127.0.0.1:8765), got {text!r}")
     return HttpBind(host, int(port))
 

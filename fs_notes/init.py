@@ -7,7 +7,9 @@ Writes, in the configuration folder (default `~/.config/fs-notes`, made 0700):
 - `state.keys`: a key ring of one random 32-byte key (format: README, "The state key ring").
 
 Both files are created 0600 and never overwrite anything: if either exists, nothing is written;
-nor is anything written in a folder that another user owns or others can write in.
+nor is anything written in a folder that another user owns or others can write in, or beneath
+one (a folder above may be root's, and writable by all if sticky, like /tmp), as ssh's
+StrictModes checks a key's folders. Missing folders are made 0700.
 A file is written in full under a temporary name and linked into place, so a crash leaves either
 no file or a whole one; if the second cannot be placed, the first is removed again. The token is
 printed once, with the `serve` command line and a client configuration that use it.
@@ -30,14 +32,16 @@ import sys
 from .config import expand_path, folder_problem, local_user, parse_bind
 from .errors import ConfigError
 from .policy import PolicyError, check_name, hash_token
+from .render import shown
 
 POLICY_NAME = "policy.toml"
 KEYS_NAME = "state.keys"
 
 
 def _toml_string(value: str) -> str:
-    # A JSON string without \u-escapes of non-ASCII is a TOML basic string.
-    return json.dumps(value, ensure_ascii=False)
+    # A JSON string without \u-escapes of non-ASCII is a TOML basic string, once DEL (which
+    # JSON leaves as it is and TOML forbids) is escaped too.
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _workspaces(folders: list[str]) -> list[tuple[str, str]]:
@@ -46,10 +50,14 @@ def _workspaces(folders: list[str]) -> list[tuple[str, str]]:
         expanded = expand_path(given)
         problem = folder_problem(expanded)
         if problem is not None:
-            raise ConfigError(f"{expanded}: {problem}")
+            raise ConfigError(f"{shown(expanded)}: {problem}")
         path = os.path.realpath(expanded)
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{shown(expanded)}: the path is not valid UTF-8") from None
         if any(path == seen for _, seen in named):
-            raise ConfigError(f"{expanded}: named twice")
+            raise ConfigError(f"{shown(expanded)}: named twice")
         base = os.path.basename(path) or "notes"
         try:
             check_name(base)
@@ -81,6 +89,11 @@ def policy_text(principal: str, workspaces: list[tuple[str, str]], token: str, o
     return "\n".join(lines) + "\n"
 
 
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 def _place(folder: str, name: str, data: bytes) -> str:
     """Write `data` to folder/name (0600), never over an existing file."""
     final = os.path.join(folder, name)
@@ -99,6 +112,37 @@ def _place(folder: str, name: str, data: bytes) -> str:
     finally:
         os.unlink(tmp)
     return final
+
+
+def _unsafe(st: os.stat_result, *, leaf: bool) -> bool:
+    """Whether others could replace what is in a folder: the config folder itself must be
+    ours; a folder above it may also be root's, and may be writable by others if sticky."""
+    if st.st_uid not in ((os.geteuid(),) if leaf else (os.geteuid(), 0)):
+        return True
+    open_to_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return bool(open_to_others) and (leaf or not st.st_mode & stat.S_ISVTX)
+
+
+def _make_private_folder(folder: str) -> None:
+    """Make `folder` (missing parts 0700) and check it and every folder above it, as ssh's
+    StrictModes checks a key's folders: a secret must not be written where others can swap it."""
+    parts = folder.strip("/").split("/")
+    for depth in range(1, len(parts) + 1):
+        path = "/" + "/".join(parts[:depth])
+        leaf = depth == len(parts)
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, 0o700)
+            st = os.stat(path)
+        except OSError as exc:
+            where = f"--config-dir {shown(folder)}: {shown(path)}"
+            raise ConfigError(f"{where}: {exc.strerror}") from None
+        if _unsafe(st, leaf=leaf):
+            raise ConfigError(
+                f"--config-dir {shown(folder)}: {shown(path)} is owned by another user or "
+                f"writable by others (mode {stat.S_IMODE(st.st_mode):04o}); use a folder only "
+                "you can write"
+            )
 
 
 def _command() -> list[str]:
@@ -121,31 +165,24 @@ def init(args: argparse.Namespace) -> int:
         return 0
     if not args.folders:
         raise ConfigError("give the notes folders to serve (fs-notes init FOLDER...)")
-    folder = expand_path(args.config_dir)
+    folder = os.path.abspath(expand_path(args.config_dir))
     bind = parse_bind(args.http)
     workspaces = _workspaces(list(args.folders))
     principal = args.name or local_user()
     try:
         check_name(principal)
     except ValueError as exc:
-        raise ConfigError(f"--name {principal!r}: {exc}") from None
+        given = "--name" if args.name else "your user name (from the environment)"
+        raise ConfigError(
+            f"{given} {shown(principal)!r} is not a principal name: {exc} (pass --name NAME)"
+        ) from None
     for name in (POLICY_NAME, KEYS_NAME):
         if os.path.lexists(os.path.join(folder, name)):
             raise ConfigError(
                 f"{os.path.join(folder, name)}: already exists (nothing was written); "
                 "move it aside or pass --config-dir"
             )
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        st = os.stat(folder)
-    except OSError as exc:
-        raise ConfigError(f"--config-dir {folder}: {exc.strerror}") from None
-    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        # Others could swap the files in after we write them: a secret must not live there.
-        raise ConfigError(
-            f"--config-dir {folder}: owned by another user or writable by others "
-            f"(mode {stat.S_IMODE(st.st_mode):04o}); use a folder only you can write"
-        )
+    _make_private_folder(folder)
     token = secrets.token_urlsafe(32)
     ops = '["read"]' if args.read_only else '["read", "write", "delete"]'
     policy = policy_text(principal, workspaces, token, ops)
@@ -158,9 +195,11 @@ def init(args: argparse.Namespace) -> int:
         load_policy(policy_path)  # exactly as serve will read it
         keys_path = _place(folder, KEYS_NAME, keys.encode())
     except (ConfigError, PolicyError, OSError) as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(policy_path)
-        raise ConfigError(f"{policy_path}: {exc} (nothing was kept)") from None
+        _remove(policy_path)
+        raise ConfigError(f"{shown(policy_path)}: {exc} (nothing was kept)") from None
+    except BaseException:  # Ctrl-C: no policy naming a token nobody saw
+        _remove(policy_path)
+        raise
     _report(principal, workspaces, policy_path, keys_path, kid, token, bind.host, bind.port)
     return 0
 
@@ -179,15 +218,15 @@ def _report(
     base = [*command, "serve", "--policy", policy_path, "--state-key-file", keys_path]
     http = [*base, "--http", f"{host}:{port}"]
     url = f"http://{host}:{port}/mcp"
-    served = ", ".join(f"{name} ({path})" for name, path in workspaces)
+    served = ", ".join(f"{shown(name)} ({shown(path)})" for name, path in workspaces)
     snippet = {"mcpServers": {"fs-notes": {"command": command[0], "args": [*base[1:]]}}}
     remote = {
         "mcpServers": {
             "fs-notes": {"url": url, "headers": {"Authorization": f"Bearer {token}"}}
         }
     }
-    print(f"wrote {policy_path} (0600): principal {principal}; workspaces {served}")
-    print(f"wrote {keys_path} (0600): one key, {kid}")
+    print(f"wrote {shown(policy_path)} (0600): principal {shown(principal)}; workspaces {served}")
+    print(f"wrote {shown(keys_path)} (0600): one key, {kid}")
     print()
     print("bearer token (shown only now; the policy keeps its SHA-256):")
     print(f"  {token}")

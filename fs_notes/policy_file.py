@@ -34,6 +34,7 @@ from .policy import (
     check_read_limit,
     resolve_user,
 )
+from .secretfile import SecretFileError, read_trusted_file
 
 # --- the file format (pydantic models of one parsed TOML document) ---------------------------
 
@@ -104,6 +105,8 @@ class _LimitsTable(_Table):
     requests_per_principal: int = Limits.requests_per_principal
     sessions_per_principal: int = Limits.sessions_per_principal
     nonces_per_principal: int = Limits.nonces_per_principal
+    listens_per_principal: int = Limits.listens_per_principal
+    subscriptions_per_principal: int = Limits.subscriptions_per_principal
 
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 
@@ -279,13 +282,15 @@ def _from_tables(doc: _PolicyFile, source: str | None, lines: _KeyLines | None) 
     )
 
 
+MAX_POLICY_BYTES = 1 << 20
+
+
 def load_policy(path: str) -> Policy:
     """Read and validate a policy file; PolicyError names the file, line and field of a problem."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise PolicyError(f"cannot read: {exc.strerror}", file=path) from None
+    try:  # the policy decides who may do what where: only its owner (or root) may change it
+        data = read_trusted_file(path, limit=MAX_POLICY_BYTES)
+    except SecretFileError as exc:
+        raise PolicyError(str(exc), file=path) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

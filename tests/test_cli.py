@@ -159,7 +159,7 @@ def test_a_token_file_others_can_read_is_refused_saying_how_to_fix_it(
     assert result.returncode == 2
     assert result.stderr == (
         f"fs-notes: --token-file {token}: readable or writable by others "
-        f"(mode {mode:04o}); make it private with: chmod 600 {token}\n"
+        f"(mode {mode:04o}); fix it with: chmod 600 {token}\n"
     )
     token.chmod(0o600)  # positive control: the same file, private, gets past the check
     control = _run("serve", str(tmp_path), "--http", "bad", "--token-file", str(token))
@@ -192,7 +192,7 @@ def test_json_log_format_writes_one_json_object_per_line(tmp_path: Path) -> None
 def test_a_bare_hex_secret_is_a_state_key_ring_and_an_open_one_is_refused(
     tmp_path: Path,
 ) -> None:
-    secret = "ab" * 32  # what `openssl rand -hex 32` prints
+    secret = hashlib.sha256(b"fs-notes").hexdigest()  # 64 hex digits, as openssl rand -hex 32
     keys = tmp_path / "keys"
     keys.write_text(secret + "\n")
     keys.chmod(0o644)
@@ -203,7 +203,7 @@ def test_a_bare_hex_secret_is_a_state_key_ring_and_an_open_one_is_refused(
     assert refused.returncode == 2
     assert refused.stderr == (
         f"fs-notes: --state-key-file {keys}: readable or writable by others (mode 0644); "
-        f"make it private with: chmod 600 {keys}\n"
+        f"fix it with: chmod 600 {keys}\n"
     )
     keys.chmod(0o600)
     served = _run(*args)

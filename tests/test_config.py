@@ -97,7 +97,7 @@ def test_secret_file_refusals(tmp_path: Path) -> None:
     with pytest.raises(SecretFileError, match=r"^too large \(more than 64 bytes\)$"):
         read_secret_file(str(f), limit=64)
     f.chmod(0o602)
-    with pytest.raises(SecretFileError, match=r"\(mode 0602\); make it private with: chmod 600 "):
+    with pytest.raises(SecretFileError, match=r"\(mode 0602\); fix it with: chmod 600 "):
         read_secret_file(str(f), limit=64)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo, 0o600)

@@ -130,6 +130,22 @@ def _write_worker(server: StdioServer) -> psutil.Process | None:
     return None
 
 
+def _wait_dead(process: psutil.Process) -> None:
+    """Until a SIGKILLed process is gone or a zombie (its fds closed). A worker killed just
+    after it answered is seen by the server only when the next request hits its closed end;
+    sent while the kernel was still tearing it down, that request would fail instead (the
+    supervisor does not retry what a worker may have received)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"worker {process.pid} still running 10 s after SIGKILL")
+
+
 def test_a_worker_killed_mid_update_leaves_the_old_or_the_new_note(tmp_path: Path) -> None:
     ws = tmp_path / "notes"
     ws.mkdir()
@@ -155,6 +171,7 @@ def test_a_worker_killed_mid_update_leaves_the_old_or_the_new_note(tmp_path: Pat
             time.sleep(rng.uniform(0, 0.03))
             worker.send_signal(signal.SIGKILL)
             response = server.recv(timeout=20)
+            _wait_dead(worker)  # its end of the channel closed: the next request starts afresh
             text = (ws / "a.md").read_text()
             assert text in (old, new), f"round {n}: a torn note ({len(text)} bytes)"
             seen.add("new" if text == new else "old")
@@ -305,7 +322,7 @@ def test_state_files_that_are_not_regular_files_stop_the_start_without_hanging(
     assert audit.stderr == f"fs-notes: the audit log {fifo}: it is not a regular file\n"
     key = _start(str(ws), "--replay-db", db, "--state-key-file", str(fifo))
     assert key.returncode == 2
-    says = f"fs-notes: --state-key-file {fifo}: state key file is not a regular file\n"
+    says = f"fs-notes: --state-key-file {fifo}: not a regular file\n"
     assert key.stderr == says
     device = _start(str(ws), "--replay-db", db, "--audit-log", "/dev/zero")
     assert device.returncode == 2 and "not a regular file" in device.stderr

@@ -155,8 +155,8 @@ def test_init_refuses_a_config_dir_others_can_write_in(tmp_path: Path) -> None:
     result = _init(str(a), "--config-dir", str(shared))
     assert result.returncode == 2
     assert result.stderr == (
-        f"fs-notes: --config-dir {shared}: owned by another user or writable by others "
-        "(mode 0777); use a folder only you can write\n"
+        f"fs-notes: --config-dir {shared}: {shared} is owned by another user or writable by "
+        "others (mode 0777); use a folder only you can write\n"
     )
     assert os.listdir(shared) == []
     shared.chmod(0o700)  # positive control: the same folder, private, is used
@@ -178,3 +178,21 @@ def test_init_without_folders_or_with_both_says_what_to_give(tmp_path: Path) -> 
     both = _init(str(tmp_path), "--example", "example")
     assert both.returncode == 2 and "give no FOLDER" in both.stderr
     assert not (tmp_path / "cfg").exists()
+
+
+def test_init_refuses_a_config_dir_beneath_a_folder_others_can_write_in(tmp_path: Path) -> None:
+    """A reviewer's chain: under a world-writable folder, another user could move the config
+    folder aside and plant their own policy. A sticky folder (like /tmp) is fine."""
+    a, _ = _folders(tmp_path)
+    public = tmp_path / "public"
+    public.mkdir()
+    public.chmod(0o777)
+    result = _init(str(a), "--config-dir", str(public / "cfg"))
+    assert result.returncode == 2
+    assert f"{public} is owned by another user or writable by others (mode 0777)" in result.stderr
+    assert os.listdir(public) == []  # refused before anything was made beneath it
+    public.chmod(0o1777)  # positive control: sticky, as /tmp is
+    made = _init(str(a), "--config-dir", str(public / "x" / "y" / "cfg"))
+    assert made.returncode == 0, made.stderr
+    for folder in (public / "x", public / "x" / "y", public / "x" / "y" / "cfg"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from wire import REPO, HttpServer, child_env, write_secret
 
-KEY = base64.b64encode(b"k" * 32).decode()
+KEY = base64.b64encode(bytes(range(32))).decode()
 
 
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:

@@ -257,19 +257,41 @@ class KeyRing:
         return _b64u(hmac.digest(key, message, "sha256"))
 
 
-_HEX_SECRET = re.compile(r"(?:[0-9a-fA-F]{2}){32,}")
+_HEX = re.compile(r"[0-9a-fA-F]+")
 
 
-def _bare_secret(line: str) -> tuple[str, bytes] | None:
-    """A line without a kid: 64+ hex digits, else base64 (None if it is neither)."""
-    if _HEX_SECRET.fullmatch(line):
+def _bare_secret(line: str) -> tuple[str, bytes]:
+    """A line without a kid: all hex digits is hex (64 or more, an even count), anything else
+    must be canonical base64 (padded) of 32 or more bytes. A short, typo'd or constant secret is
+    refused rather than read as something else."""
+    if _HEX.fullmatch(line):
+        if len(line) < 2 * MIN_KEY_BYTES or len(line) % 2:
+            raise KeyFileError(
+                f"state key file: a hex secret needs an even count of at least "
+                f"{2 * MIN_KEY_BYTES} digits, this one has {len(line)} (openssl rand -hex 32)"
+            )
         secret = bytes.fromhex(line)
     else:
         try:
             secret = base64.b64decode(line, validate=True)
         except (binascii.Error, ValueError):
-            return None
+            secret = b""
+        if not secret or base64.b64encode(secret).decode() != line:
+            raise KeyFileError(
+                "state key file line 1: expected kid:base64key, or one bare secret "
+                "(64+ hex digits, or padded base64 of 32+ bytes)"
+            )
+    _check_secret(secret, "the secret")
     return f"s{hashlib.sha256(secret).hexdigest()[:12]}", secret
+
+
+def _check_secret(secret: bytes, what: str) -> None:
+    if len(secret) < MIN_KEY_BYTES:
+        raise KeyFileError(
+            f"state key file: {what} has {len(secret)} bytes, need >= {MIN_KEY_BYTES}"
+        )
+    if len(set(secret)) == 1:
+        raise KeyFileError(f"state key file: {what} is one byte repeated, not a random key")
 
 
 def _parse_key_lines(data: bytes) -> list[tuple[str, bytes]]:
@@ -280,17 +302,7 @@ def _parse_key_lines(data: bytes) -> list[tuple[str, bytes]]:
     lines = [line.strip() for line in text.splitlines()]
     lines = [line for line in lines if line and not line.startswith("#")]
     if len(lines) == 1 and ":" not in lines[0]:  # one bare secret: a one-key ring
-        bare = _bare_secret(lines[0])
-        if bare is None:
-            raise KeyFileError(
-                "state key file line 1: expected kid:base64key, or one bare secret "
-                "(64+ hex digits or base64)"
-            )
-        if len(bare[1]) < MIN_KEY_BYTES:
-            raise KeyFileError(
-                f"state key file: the secret has {len(bare[1])} bytes, need >= {MIN_KEY_BYTES}"
-            )
-        return [bare]
+        return [_bare_secret(lines[0])]
     keys: list[tuple[str, bytes]] = []
     for number, raw_line in enumerate(text.splitlines(), start=1):
         line = raw_line.strip()
@@ -303,11 +315,7 @@ def _parse_key_lines(data: bytes) -> list[tuple[str, bytes]]:
             secret = base64.b64decode(encoded.strip(), validate=True)
         except (binascii.Error, ValueError):
             raise KeyFileError(f"state key file line {number}: key is not base64") from None
-        if len(secret) < MIN_KEY_BYTES:
-            raise KeyFileError(
-                f"state key file line {number}: key has {len(secret)} bytes, "
-                f"need >= {MIN_KEY_BYTES}"
-            )
+        _check_secret(secret, f"line {number}: the key")
         if any(kid == seen for seen, _ in keys):
             raise KeyFileError(f"state key file line {number}: key id {kid!r} repeated")
         keys.append((kid, secret))
