@@ -33,7 +33,9 @@ def expand_path(text: str) -> str:
     Other variables are left as they are. A HOME that is empty or relative is refused."""
     if not (text.startswith("~") or _HOME_VAR.search(text)):
         return text
-    home = os.path.expanduser("~")
+    home = os.environ.get("HOME")
+    if home is None:  # unset: the user database's home, as a shell takes it
+        home = os.path.expanduser("~")
     if not os.path.isabs(home):
         raise ConfigError(f"{text}: HOME is {home!r}, not an absolute path: give the full path")
     expanded = os.path.expanduser(text) if text.startswith("~") else text

@@ -211,3 +211,31 @@ def test_a_bare_hex_secret_is_a_state_key_ring_and_an_open_one_is_refused(
     kid = "s" + hashlib.sha256(bytes.fromhex(secret)).hexdigest()[:12]
     assert f"state key: {kid}, file {keys}" in served.stderr
     assert secret not in served.stderr
+
+
+def test_a_configuration_error_escapes_control_characters_and_is_json_when_asked(
+    tmp_path: Path,
+) -> None:
+    forged = str(tmp_path / "no\nfs-notes INFO fs_notes.serve: forged\x1b[31m\u202e")
+    text = _run("serve", forged)
+    assert text.returncode == 2
+    assert text.stderr.count("\n") == 1 and "\x1b" not in text.stderr
+    assert "\u202e" not in text.stderr and "\\n" in text.stderr and "\\u202e" in text.stderr
+    as_json = _run("serve", forged, "--log-format", "json")
+    assert as_json.returncode == 2 and as_json.stderr.count("\n") == 1
+    record = json.loads(as_json.stderr)
+    assert record["level"] == "ERROR" and record["message"].endswith(": does not exist")
+    assert "\x1b" not in record["message"] and "\n" not in record["message"]
+
+
+def test_a_relative_home_is_refused_where_it_would_be_used(tmp_path: Path) -> None:
+    for home in ("", "relative/home"):
+        result = _run_as(child_env(HOME=home), "serve", "~/notes")
+        assert result.returncode == 2
+        assert result.stderr == (
+            f"fs-notes: ~/notes: HOME is {home!r}, not an absolute path: give the full path\n"
+        )
+    (tmp_path / "n").mkdir()  # positive control: an absolute path needs no HOME
+    ok = _run_as(child_env(HOME=""), "serve", str(tmp_path / "n"),
+                 "--replay-db", str(tmp_path / "r.db"))  # fmt: skip
+    assert ok.returncode == 0, ok.stderr

@@ -417,6 +417,11 @@ def test_a_group_readable_key_file_is_accepted(tmp_path: Path) -> None:
         ("# only a comment\n", "no key"),
         (f"{_b64(KEY_A)}\n{_b64(KEY_B)}\n", "expected kid:base64key"),
         ("not-hex-nor-base64!\n", "or one bare secret"),
+        (f"{KEY_A.hex()[:48]}\n", "a hex secret needs an even count of at least 64 digits"),
+        (f"{KEY_A.hex()[:63]}\n", "a hex secret needs an even count"),
+        (f"{_b64(KEY_A)[:-1]}\n", "or one bare secret"),  # padding dropped: not canonical
+        ("0" * 64 + "\n", "one byte repeated"),
+        (f"k1:{_b64(bytes(32))}\n", "one byte repeated"),
         (f"{_b64(b'short' * 6)}\n", "need >= 32"),
         (f"k 1:{_b64(KEY_A)}\n", "expected kid:base64key"),
         ("k1:not base64!!\n", "not base64"),
