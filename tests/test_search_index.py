@@ -298,3 +298,17 @@ def test_large_pages_of_results_stay_within_what_the_confined_server_may_write(
         found = _search(server, ws, n, "walrus", limit=30)
         assert found.get("isError") is not True, found
         assert len(_ids(found)) == 30
+
+
+def test_a_tag_starts_a_line_or_follows_white_space_and_link_targets_are_not_tags() -> None:
+    """Found on a real folder (the Rust book): section links and link reference definitions
+    were counted as tags."""
+    from fs_notes.tools.tags import tags_of
+
+    text = (
+        "# Maps\n\nSee [the section](#comparing-values) and [access] or\n"
+        "[multi line\nlink”](#second-section)<!-- ignore -->.\n\n"
+        "[access]: #accessing-values\n  [other]: ch02.html#guessing\n"
+        "Real: #rust and (#not-after-a-paren) but\t#tabbed, end #last\n#first-on-line\n"
+    )
+    assert tags_of(text) == ["rust", "tabbed", "last", "first-on-line"]

@@ -68,8 +68,9 @@ MAX_BODY_CHARS = 256 << 10
 MAX_TOTAL_CHARS = 1 << 30
 PROGRESS_SECONDS = 2.0
 BATCH = 2000
-#: Bumped when the schema changes: an index of another version is rebuilt from scratch.
-VERSION = 7
+#: Bumped when the schema or what is extracted into it changes (8: tags only at a line start
+#: or after white space): an index of another version is rebuilt from scratch.
+VERSION = 8
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS doc (rid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL,"
     " key TEXT NOT NULL, title TEXT NOT NULL, stem TEXT NOT NULL, body_chars INTEGER NOT NULL)",

@@ -2,8 +2,10 @@
 
 A note's tags are the front-matter `tags` (or `tag`) key, a YAML list or a string of names
 separated by commas or spaces, with any leading `#` dropped, and every inline `#tag` in the body
-outside code (fenced blocks, indented blocks and `inline code`) and not part of a word, a URL
-fragment or a heading marker. A tag is letters, digits, `_`, `-` and `/` (nesting: `#a/b`), with at
+outside code (fenced blocks, indented blocks and `inline code`), at the start of a line or after
+white space (as Obsidian has it: so never part of a word, of a link's target `](#section)` or of a
+URL fragment), not a heading marker, and not on a link reference definition line
+(`[label]: #section`). A tag is letters, digits, `_`, `-` and `/` (nesting: `#a/b`), with at
 least one character that is not a digit (`#2024` is not a tag). Tags compare case-insensitively
 and are shown as first met.
 
@@ -28,7 +30,8 @@ from .titles import front_matter_block, front_matter_node, prose_lines
 
 MAX_TAGS_PER_NOTE = 200
 MAX_TAG_CHARS = 128
-_TAG = re.compile(r"(?<![\w&/#\\])#([\w/-]{1,128})", re.UNICODE)
+_TAG = re.compile(r"(?:^|(?<=\s))#([\w/-]{1,128})", re.UNICODE)
+_LINK_DEFINITION = re.compile(r" {0,3}\[[^\]]+\]:\s")
 _SEPARATORS = re.compile(r"[,\s]+")
 
 
@@ -62,6 +65,8 @@ def _front_matter_tags(text: str) -> list[str]:
 def _inline_tags(body: str) -> list[str]:
     out: list[str] = []
     for line in prose_lines(body, "#"):
+        if _LINK_DEFINITION.match(line):
+            continue
         for m in _TAG.finditer(line):
             tag = valid_tag(m.group(1))
             if tag is not None:
