@@ -93,7 +93,6 @@ class Matrix:
     attacks: tuple[Attack, ...]
     results: dict[str, dict[str, Outcome]]  # attack name -> column -> outcome
     secret: str
-    read_detection: str
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     configs: dict[str, Any] = field(default_factory=dict)  # what each target says it runs
@@ -509,4 +508,4 @@ def run_matrix(
             "the server could not confine itself with Landlock here; the documented matrix "
             "assumes it does (without it, reads and writes in the no-filesystem column escape)"
         )
-    return Matrix(attacks, results, secret, detection, time.monotonic() - started, notes, configs)
+    return Matrix(attacks, results, secret, time.monotonic() - started, notes, configs)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -80,7 +79,6 @@ class LegacySession:
         self.principal = principal
         self.transport = transport
         self.initialized = False
-        self.last_used = time.monotonic()
         self._dispatcher = dispatcher
         self._timeout = answer_timeout
         self._ids = itertools.count(1)
@@ -103,7 +101,6 @@ class LegacySession:
         self, msg: Request | Notification, principal: Principal, send: Send
     ) -> dict[str, Any] | None:
         """Answer one legacy message (None for notifications and cancelled requests)."""
-        self.last_used = time.monotonic()
         if principal.name != self.principal:  # the transport checks first; never mix principals
             return error_response(
                 msg.id if isinstance(msg, Request) else None,
@@ -243,7 +240,6 @@ class LegacySession:
 
     def deliver(self, response: ClientResponse) -> bool:
         """Hand the client's answer to the request waiting for it; False if none is waiting."""
-        self.last_used = time.monotonic()
         entry = self._pending.get(response.id)
         if entry is None or entry[1].done():
             log.info("legacy client answered %r, which nothing waits for", response.id)
