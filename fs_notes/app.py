@@ -25,7 +25,10 @@ def build_methods(
     *,
     list_resources: ResourceHandler | None = None,
     read_resource: ResourceHandler | None = None,
+    listen: Method | None = None,
 ) -> dict[str, Method]:
+    """`listen`: the `subscriptions/listen` entry (protocol/subscriptions.py), opened by the
+    transports; declared in server/discover when given."""
     by_name = {t.name: t for t in tools}
     tools_result = PreEncoded(
         {
@@ -59,7 +62,9 @@ def build_methods(
         return tool.handler(call, arguments)
 
     methods = {
-        "server/discover": discover_method(resources=list_resources is not None),
+        "server/discover": discover_method(
+            resources=list_resources is not None, live=listen is not None
+        ),
         "tools/list": Method(list_tools),
         "tools/call": Method(call_tool, blocking=True),
     }
@@ -67,6 +72,8 @@ def build_methods(
         methods["resources/list"] = Method(list_resources, blocking=True)
     if read_resource is not None:
         methods["resources/read"] = Method(read_resource, blocking=True)
+    if listen is not None:
+        methods["subscriptions/listen"] = listen
     return methods
 
 

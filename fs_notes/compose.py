@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first
     from .protocol.dispatch import Dispatcher
     from .tools.context import IdRules, NotesEnv, WorkspaceRoots
     from .tools.delete import NoteDeleter
+    from .tools.move_tool import NoteMover
     from .tools.write_tools import NoteWriter
 
 log = logging.getLogger("fs_notes.compose")
@@ -137,16 +138,22 @@ def build_server(
     deleter: NoteDeleter | Literal["unconfined"],
     writer: NoteWriter | Literal["unconfined"],
     ids: IdRules | None = None,
+    mover: NoteMover | Literal["unconfined"] | None = None,
 ) -> tuple[Dispatcher, NotesEnv]:
     """The dispatcher and tool state for these roots. `deleter` and `writer` are named by every
     caller: `serve` passes the confined workers (sandbox/confined.py); "unconfined" (the tools
     act in this process, through the filesystem layer only) is for in-process tests and the
     exercises' knock-out of the OS layer, and never a default. `serve` passes the default for
-    `ids` (the lexical layer); only the escape exercises' knock-out target passes other rules."""
+    `ids` (the lexical layer); only the escape exercises' knock-out target passes other rules.
+    `mover` (notes_move, added 2026-12-01): `serve` passes the confined one (sandbox/movers.py);
+    None is "unconfined" when the writer is, and otherwise refuses every move (fail closed:
+    a server whose writes are confined never moves unconfined by omission)."""
     from .app import build_dispatcher, build_methods
-    from .tools import read_tools, resources, structure_tools, write_tools
+    from .tools import edit_tools, read_tools, resources, structure_tools, write_tools
     from .tools.context import NotesEnv
     from .tools.delete import DeleteTool, DirectDeleter
+    from .tools.move_tool import DirectMover, NoMover
+    from .tools.move_tool import build as move_tools
     from .tools.summarize import SummarizeTool
 
     replay = confirm.replay.path
@@ -159,14 +166,26 @@ def build_server(
         confirm.audit,
         DirectDeleter(env) if deleter == "unconfined" else deleter,
     )
+    note_writer = write_tools.DirectWriter(env) if writer == "unconfined" else writer
+    if mover is None:
+        mover = "unconfined" if writer == "unconfined" else NoMover()
+    note_mover = DirectMover(env) if mover == "unconfined" else mover
     tools = (
         read_tools.build(env)
         + structure_tools.build(env)
-        + write_tools.build(
-            env, write_tools.DirectWriter(env) if writer == "unconfined" else writer
-        )
+        + write_tools.build(env, note_writer)
+        + move_tools(env, note_mover, note_writer)
+        + edit_tools.build(env, note_writer)
         + [delete.spec(), SummarizeTool(env, confirm.sealer).spec()]
     )
     list_resources, read_resource = resources.build(env)
-    methods = build_methods(tools, list_resources=list_resources, read_resource=read_resource)
+    from .protocol.subscriptions import listen_method
+    from .tools.live import LiveNotes
+
+    methods = build_methods(
+        tools,
+        list_resources=list_resources,
+        read_resource=read_resource,
+        listen=listen_method(LiveNotes(env)),
+    )
     return build_dispatcher(methods), env

@@ -17,10 +17,12 @@ INSTRUCTIONS = (
 )
 
 
-def discover_method(*, resources: bool) -> Method:
+def discover_method(*, resources: bool, live: bool = False) -> Method:
+    """`live`: subscriptions/listen is served for resources (tools/live.py): resource list
+    changes and per-note updates are declared (added 2026-12-01)."""
     capabilities: dict[str, Any] = {"tools": {}}
     if resources:
-        capabilities["resources"] = {}
+        capabilities["resources"] = {"listChanged": True, "subscribe": True} if live else {}
     result = PreEncoded(
         {
             "resultType": "complete",

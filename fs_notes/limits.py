@@ -15,6 +15,9 @@ reached it a clear error, and nobody else anything:
   (legacy/sessions.py): one more ends that principal's own least recently used idle one.
 - `nonces_per_principal`: unexpired spent confirmation nonces one principal holds in the replay
   store (confirm/replay.py), inside the store's own bound.
+- `listens_per_principal`: open `subscriptions/listen` streams of one principal, and
+  `subscriptions_per_principal`: the note URIs its open streams are subscribed to, together
+  (tools/live.py): one more is refused with an error naming the limit (added 2026-12-01).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ class Limits:
     requests_per_principal: int = 16
     sessions_per_principal: int = 32
     nonces_per_principal: int = 10_000
+    listens_per_principal: int = 8
+    subscriptions_per_principal: int = 1024
 
     def to_json(self) -> dict[str, float | int]:
         return {
@@ -48,6 +53,8 @@ class Limits:
             "requests_per_principal": self.requests_per_principal,
             "sessions_per_principal": self.sessions_per_principal,
             "nonces_per_principal": self.nonces_per_principal,
+            "listens_per_principal": self.listens_per_principal,
+            "subscriptions_per_principal": self.subscriptions_per_principal,
         }
 
 
@@ -59,6 +66,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "requests_per_principal": (1, 4096),
     "sessions_per_principal": (1, 1024),
     "nonces_per_principal": (16, 100_000),
+    "listens_per_principal": (1, 256),
+    "subscriptions_per_principal": (1, 100_000),
 }
 
 

@@ -105,6 +105,8 @@ class _LimitsTable(_Table):
     requests_per_principal: int = Limits.requests_per_principal
     sessions_per_principal: int = Limits.sessions_per_principal
     nonces_per_principal: int = Limits.nonces_per_principal
+    listens_per_principal: int = Limits.listens_per_principal
+    subscriptions_per_principal: int = Limits.subscriptions_per_principal
 
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 

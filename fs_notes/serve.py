@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
+import secrets
 import socket
 from typing import TYPE_CHECKING
 
@@ -71,6 +73,7 @@ def run(config: ServeConfig) -> int:
     confined = _confine_self(config, confirm, port, roots)  # before any thread starts
     from .discovery import discover_method
     from .sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
+    from .sandbox.movers import ConfinedMovers
     from .startup import log_summary
 
     os_layer = OsLayer(
@@ -88,11 +91,14 @@ def run(config: ServeConfig) -> int:
             confirm,
             deleter=ConfinedDeleters(os_layer),
             writer=ConfinedWriters(os_layer),
+            mover=ConfinedMovers(os_layer),
         )
         return full
 
     # server/discover is answered at once; the tools (and pydantic) load just after.
-    dispatcher = LazyDispatcher({"server/discover": discover_method(resources=True)}, build)
+    dispatcher = LazyDispatcher(
+        {"server/discover": discover_method(resources=True, live=True)}, build
+    )
     dispatcher.warm_up(1.0)
     log_summary(config, roots, confirm, confined)
     try:
@@ -167,10 +173,7 @@ def _serve_http(
     def started(port: int) -> None:
         log.info("listening: Streamable HTTP at http://%s:%d/mcp", bind.host, port)
         if options.port_file:
-            tmp = options.port_file + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(str(port))
-            os.replace(tmp, options.port_file)
+            _write_port_file(options.port_file, port)
 
     # The listening socket was bound before self-confinement (which then allows binding that
     # port only); the Host check needs its real port.
@@ -199,6 +202,26 @@ def _serve_http(
         max_connections=budget,
         sock=listener,
     )
+
+
+def _write_port_file(path: str, port: int) -> None:
+    """Write `port` to `path` whole (a fresh, never-followed temporary file renamed into place):
+    a name planted in the folder by someone else is neither followed nor overwritten. A failure
+    is one log line; the server goes on (the port file is for whoever started it)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o644)
+        try:
+            os.write(fd, str(port).encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.error("--port-file %s: cannot write the port: %s", path, exc.strerror)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _listen(bind: HttpBind, backlog: int) -> socket.socket:

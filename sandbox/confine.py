@@ -44,16 +44,25 @@ DELETE_RIGHTS = ll.ACCESS_FS_REMOVE_FILE | ll.ACCESS_FS_READ_DIR
 #: write it (WRITE_FILE), make missing folders (MAKE_DIR), open folders to walk them (READ_DIR),
 #: and replace a note atomically by renaming a temporary file over it in the same folder, which
 #: needs REMOVE_FILE (the replaced entry, and cleanup of a failed temp file) besides MAKE_REG.
+#: Moving a note (notes_move, added 2026-12-01) renames it from one folder to another: REMOVE_FILE
+#: on the source folder, MAKE_REG on the target's, and REFER (ABI >= 2) on both, which Landlock
+#: requires for any rename or link between folders: granted beneath the workspace only, so a
+#: rename whose source or target folder is outside it fails with EXDEV whatever code asks for
+#: it. Before ABI 2 the kernel refuses every cross-folder rename of a confined process; moves
+#: are then refused before they are tried (`MOVE_MIN_ABI`, sandbox/confined.py).
 #: Not granted: READ_FILE and TRUNCATE (the filesystem layer never reads or truncates in these
-#: paths: creates are O_EXCL, updates write a new file), REFER (only for moves between
-#: folders), REMOVE_DIR, and every MAKE_* but REG and DIR.
+#: paths: creates are O_EXCL, updates write a new file), REMOVE_DIR, and every MAKE_* but REG
+#: and DIR.
 WRITE_RIGHTS = (
     ll.ACCESS_FS_MAKE_REG
     | ll.ACCESS_FS_MAKE_DIR
     | ll.ACCESS_FS_WRITE_FILE
     | ll.ACCESS_FS_REMOVE_FILE
     | ll.ACCESS_FS_READ_DIR
+    | ll.ACCESS_FS_REFER
 )
+#: The Landlock ABI from which a confined write worker can move notes between folders (REFER).
+MOVE_MIN_ABI = 2
 
 
 @dataclass(frozen=True)

@@ -288,5 +288,7 @@ class ConfinedWriters:
     def create(self, workspace: str, relpath: str, data: bytes) -> Identity:
         return self._layer.run(workspace, "write", lambda w: w.create(relpath, data))
 
-    def update(self, workspace: str, relpath: str, data: bytes) -> Identity:
-        return self._layer.run(workspace, "write", lambda w: w.update(relpath, data))
+    def update(
+        self, workspace: str, relpath: str, data: bytes, *, expected: Identity | None = None
+    ) -> Identity:
+        return self._layer.run(workspace, "write", lambda w: w.update(relpath, data, expected))

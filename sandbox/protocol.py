@@ -10,20 +10,22 @@ Request body (supervisor -> worker), one fixed 60-byte head, then the path, then
     op u8 | flags u8 | path_len u16 | dev u64 | ino u64 | size u64 |
     mtime_hi i64 | mtime_lo u64 | ctime_hi i64 | ctime_lo u64 | path | tail
 
-- op: 1 delete, 2 create, 3 update; nothing else (the production protocol has no unchecked
-  operation: the attacker worker of the escape exercises speaks its own requests,
-  fs_notes/exercises/rawworker.py).
+- op: 1 delete, 2 create, 3 update, 4 move (added 2026-12-01); nothing else (the production
+  protocol has no unchecked operation: the attacker worker of the escape exercises speaks its
+  own requests, fs_notes/exercises/rawworker.py).
 - flags: bit 0 `HAS_IDENTITY` (the identity fields are meaningful; without it they must all be
-  zero); no other bit. delete takes exactly HAS_IDENTITY, update may take it, create none.
+  zero); no other bit. delete takes exactly HAS_IDENTITY, update and move may take it, create
+  none.
 - identity: a time is the signed 128-bit integer hi * 2**64 + lo (nanoseconds); the accepted
   ranges are those of `Identity.from_json`: dev and ino < 2**64, size < 2**63, times in
   [-2**96, 2**96).
 - path: the relpath, 1..`MAX_RELPATH` characters without NUL, encoded as UTF-8 with
   surrogatepass so that every Python str crosses unchanged.
-- tail: delete nothing; create and update the note's bytes, as they are.
+- tail: delete nothing; create and update the note's bytes, as they are; move the target
+  relpath, encoded as the path is (move may take HAS_IDENTITY: the source's expected identity).
 
-Reply body (worker -> supervisor): a status byte, then its payload: 0 OK (nothing; for create
-and update the new identity, 56 bytes laid out as in requests), 1 FS_ERROR (the name of an
+Reply body (worker -> supervisor): a status byte, then its payload: 0 OK (nothing; for create,
+update and move the new identity, 56 bytes laid out as in requests), 1 FS_ERROR (the name of an
 `fs_notes.fs.errors` class, 1..64 ASCII bytes), 2 OS_ERROR (errno u32), 3 BAD_REQUEST and
 4 INTERNAL_ERROR (nothing). The worker's first frame is the one exception: its start-up report,
 a UTF-8 JSON object (the hello, or the ConfinementError that stopped it), read once.
@@ -70,9 +72,9 @@ SLACK: Final = 0.005
 
 OPS_BY_KIND: Final[dict[str, frozenset[str]]] = {
     "delete": frozenset({"delete"}),
-    "write": frozenset({"create", "update"}),
+    "write": frozenset({"create", "update", "move"}),
 }
-OP_CODES: Final[dict[str, int]] = {"delete": 0x01, "create": 0x02, "update": 0x03}
+OP_CODES: Final[dict[str, int]] = {"delete": 0x01, "create": 0x02, "update": 0x03, "move": 0x04}
 _OP_NAMES: Final = {code: op for op, code in OP_CODES.items()}
 _DELETE: Final = OP_CODES["delete"]
 
@@ -81,6 +83,7 @@ _FLAGS_BY_OP: Final[dict[str, frozenset[int]]] = {
     "delete": frozenset({HAS_IDENTITY}),
     "create": frozenset({0}),
     "update": frozenset({0, HAS_IDENTITY}),
+    "move": frozenset({0, HAS_IDENTITY}),
 }
 
 OK: Final = 0
@@ -287,6 +290,7 @@ class Request(NamedTuple):
     relpath: str = ""
     expected: Identity | None = None
     data: bytes = b""
+    target: str = ""  # move: the new relpath
 
 
 def _encode_path(relpath: str) -> bytes:
@@ -319,6 +323,13 @@ def encode_write(
     path = _encode_path(relpath)
     flags = 0 if expected is None else HAS_IDENTITY
     return b"".join((_pack_head(op, flags, path, expected, len(data)), path, data))
+
+
+def encode_move(relpath: str, new_relpath: str, expected: Identity | None = None) -> bytes:
+    """A framed move request: the source relpath, then the target relpath as the tail."""
+    path, target = _encode_path(relpath), _encode_path(new_relpath)
+    flags = 0 if expected is None else HAS_IDENTITY
+    return b"".join((_pack_head("move", flags, path, expected, len(target)), path, target))
 
 
 def _allowed(kind: str) -> frozenset[int]:
@@ -375,6 +386,8 @@ def parse_request(body: bytes, kind: str) -> Request:
         if end != len(body):
             raise ProtocolError("trailing bytes after a delete")
         return Request(op, path, expected)
+    if op == "move":
+        return Request(op, path, expected, target=_decode_path(body[end:]))
     return Request(op, path, expected, data=body[end:])
 
 

@@ -66,6 +66,7 @@ from fs_notes.sandbox.protocol import (
     decode_json_object,
     decode_reply,
     encode_delete,
+    encode_move,
     encode_write,
 )
 from fs_notes.sandbox.spawn import kill_and_reap, spawn, watch
@@ -454,6 +455,20 @@ class ConfinedWorker:
     ) -> Identity:
         """Replace an existing note atomically (optionally only if it is still `expected`)."""
         return self._write("update", relpath, data, expected, timeout)
+
+    def move(
+        self,
+        relpath: str,
+        new_relpath: str,
+        expected: Identity | None = None,
+        timeout: float = 5.0,
+    ) -> Identity:
+        """Rename a note to `new_relpath` (never over anything; optionally only if it is still
+        `expected`); returns the moved note's identity."""
+        frame = self._encoded(lambda: encode_move(relpath, new_relpath, expected))
+        identity = self._call(frame, timeout, identity=True).identity
+        assert identity is not None  # _call checked it
+        return identity
 
     # -- introspection and shutdown --------------------------------------------------------
 

@@ -80,6 +80,10 @@ class NoteOps(Protocol):
         self, relpath: str, data: bytes, *, expected: Identity | None = None
     ) -> Identity: ...
 
+    def move_note(
+        self, relpath: str, new_relpath: str, *, expected: Identity | None = None
+    ) -> Identity: ...
+
 
 @dataclass
 class State:
@@ -205,6 +209,8 @@ def _act(state: State, req: Request) -> bytes:
         return OK_FRAME
     if req.op == "create":
         return ok_frame(state.root.create_note(req.relpath, req.data))
+    if req.op == "move":  # renameat2 between two folders beneath the workspace (fs/rename.py)
+        return ok_frame(state.root.move_note(req.relpath, req.target, expected=req.expected))
     # An update's temp file is created with the note's own mode (the filter refuses fchmod):
     # umask 0 for exactly that call (this process has one thread); creates keep the umask.
     old = os.umask(0)

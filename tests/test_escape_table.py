@@ -24,6 +24,7 @@ def _sent_ids(attack: Attack) -> Iterator[object]:
         request = step.request if isinstance(step, Race) else step
         if isinstance(request, Request):
             yield request.params.get("arguments", {}).get("id")
+            yield request.params.get("arguments", {}).get("newId")  # a move's target
 
 
 def not_included(cases: Iterable[EscapeCase], attacks: Iterable[Attack]) -> list[str]:

@@ -113,6 +113,17 @@ def test_the_initialize_result_comes_from_discover() -> None:
     }
 
 
+def test_a_legacy_session_is_not_promised_resource_notifications() -> None:
+    """The adapter serves no resources/subscribe and no listen stream (issue 17 item 4): the
+    modern listChanged/subscribe are left out of its InitializeResult, the rest is kept."""
+    discover = {
+        "capabilities": {"tools": {}, "resources": {"listChanged": True, "subscribe": True}},
+        "_meta": {},
+    }
+    result = initialize_result("2025-11-25", discover)
+    assert result["capabilities"] == {"tools": {}, "resources": {}}
+
+
 FORM = {"mode": "form", "message": "m", "requestedSchema": {"type": "object", "properties": {}}}
 
 

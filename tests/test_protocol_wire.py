@@ -36,6 +36,9 @@ TOOLS = {
     "notes_links",
     "notes_create",
     "notes_update",
+    "notes_append",
+    "notes_edit",
+    "notes_move",
     "notes_delete",
     "notes_summarize",
 }
@@ -362,7 +365,11 @@ def test_golden_over_http(http: HttpServer, case: Golden) -> None:
 def test_discover_advertises_tools_and_resources_never_roots(stdio: StdioServer) -> None:
     result = stdio.ask(_req("server/discover"))["result"]
     assert result["supportedVersions"] == ["2026-07-28"]
-    assert result["capabilities"] == {"tools": {}, "resources": {}}
+    # Resource list changes and subscriptions: subscriptions/listen (issue 17, tools/live.py).
+    assert result["capabilities"] == {
+        "tools": {},
+        "resources": {"listChanged": True, "subscribe": True},
+    }
     assert result["ttlMs"] > 0 and result["cacheScope"] == "public"
 
 

@@ -22,6 +22,8 @@ from inprocess import FORM, META, InProcess
 from wire import StdioServer, call_tool, request, stdio_server
 
 from fs_notes.exercises import shown as judge
+from fs_notes.fs import Identity
+from fs_notes.fs.version import note_version
 from fs_notes.lexical import LexicalError, file_uri, parse_workspace_uri, validate_note_id
 from fs_notes.policy import Policy
 from fs_notes.protocol.envelope import Request
@@ -181,6 +183,7 @@ def test_each_listed_note_reads_back_as_a_tool_and_as_a_resource(
         "tags": [],
         "aliases": [],
         "properties": {},
+        "version": note_version(Identity.of(os.stat(ws / note)), (ws / note).read_bytes()),
     }
     uri = _uri(ws) + "/" + urllib.parse.quote(note, safe="/")
     resource = _ask(server, request(2, "resources/read", {"uri": uri}))

@@ -305,6 +305,11 @@ class FakeRoot:
     ) -> Identity:
         raise AssertionError("not used")
 
+    def move_note(
+        self, relpath: str, new_relpath: str, *, expected: Identity | None = None
+    ) -> Identity:
+        raise AssertionError("not used")
+
 
 @pytest.mark.parametrize(
     ("exc", "reply"),

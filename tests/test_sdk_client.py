@@ -19,6 +19,9 @@ from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from wire import REPO, HttpServer, http_server, write_secret
 
+from fs_notes.fs import Identity
+from fs_notes.fs.version import note_version
+
 TOKEN = "sdk-token-0123456789abcdef"
 TOOLS = {
     "notes_list",
@@ -28,6 +31,9 @@ TOOLS = {
     "notes_links",
     "notes_create",
     "notes_update",
+    "notes_append",
+    "notes_edit",
+    "notes_move",
     "notes_delete",
     "notes_summarize",
 }
@@ -82,6 +88,7 @@ async def _exercise(client: Client, ws: Path) -> None:
         "tags": ["food"],
         "aliases": ["Shopping list"],
         "properties": {"aliases": ["Shopping list"], "store": "corner"},
+        "version": _version(ws / "groceries.md"),
     }
     tags = await client.call_tool("notes_tags", {"workspaceUri": uri})
     assert tags.structured_content == {"tags": [{"tag": "food", "count": 1}]}
@@ -117,6 +124,53 @@ async def _exercise(client: Client, ws: Path) -> None:
     contents = await client.read_resource(str(tps.uri))
     first = contents.contents[0]
     assert isinstance(first, types.TextResourceContents) and first.text.startswith("# TPS report")
+    await _append_and_edit_without_lost_updates(client, ws)
+
+
+def _version(path: Path) -> str:
+    return note_version(Identity.of(os.stat(path)), path.read_bytes())
+
+
+async def _append_and_edit_without_lost_updates(client: Client, ws: Path) -> None:
+    """notes_append and notes_edit (added 2026-12-01) with the version notes_read gave; a
+    stale version is refused and nothing is written (through the confined write worker)."""
+    uri, note_id, path = _uri(ws), "projects/tps-report.md", ws / "projects" / "tps-report.md"
+    read = await client.call_tool("notes_read", {"workspaceUri": uri, "id": note_id})
+    assert read.structured_content is not None
+    first = read.structured_content["version"]
+    assert first == _version(path)
+    appended = await client.call_tool(
+        "notes_append",
+        {"workspaceUri": uri, "id": note_id, "text": "- cover sheet\n", "expectedVersion": first},
+    )
+    assert appended.is_error is not True, appended
+    assert path.read_text() == "# TPS report\n\nThe old TPS report.\n- cover sheet\n"
+    assert appended.structured_content is not None
+    second = appended.structured_content["version"]
+    assert second == _version(path) != first
+    before = os.stat(path)
+    stale = await client.call_tool(
+        "notes_edit",
+        {"workspaceUri": uri, "id": note_id, "expectedVersion": first,
+         "edits": [{"oldText": "old", "newText": "new"}]},
+    )  # fmt: skip
+    assert stale.is_error is True
+    assert stale.structured_content == {
+        "error": "versionMismatch", "id": note_id, "expectedVersion": first,
+    }  # fmt: skip
+    assert Identity.of(os.stat(path)) == Identity.of(before)
+    edited = await client.call_tool(
+        "notes_edit",
+        {"workspaceUri": uri, "id": note_id, "expectedVersion": second,
+         "edits": [{"oldText": "old", "newText": "new"}]},
+    )  # fmt: skip
+    assert edited.is_error is not True, edited
+    assert path.read_text() == "# TPS report\n\nThe new TPS report.\n- cover sheet\n"
+    assert edited.structured_content is not None
+    assert edited.structured_content["diff"] == (
+        "--- a/projects/tps-report.md\n+++ b/projects/tps-report.md\n@@ -1,4 +1,4 @@\n"
+        " # TPS report\n \n-The old TPS report.\n+The new TPS report.\n - cover sheet\n"
+    )
 
 
 def test_official_client_over_stdio(workspace: Path) -> None:

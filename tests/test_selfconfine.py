@@ -133,7 +133,9 @@ def test_a_workspace_gets_the_rights_its_grants_need_and_no_more(
 ) -> None:
     assert workspace_rights(ops) == rights
     assert not workspace_rights(ops) & (ll.ACCESS_FS_EXECUTE | ll.ACCESS_FS_REMOVE_DIR)
-    assert not workspace_rights(ops) & (ll.ACCESS_FS_MAKE_SYM | ll.ACCESS_FS_REFER)
+    assert not workspace_rights(ops) & ll.ACCESS_FS_MAKE_SYM
+    # REFER (renames between folders: notes_move) only where the policy grants write
+    assert bool(workspace_rights(ops) & ll.ACCESS_FS_REFER) == ("write" in ops)
 
 
 def test_the_plan_follows_the_policy_per_workspace(tmp_path: Path) -> None:

@@ -49,6 +49,17 @@ RESULT_DEFS = {
     "tools/call": "CallToolResult",
     "resources/list": "ListResourcesResult",
     "resources/read": "ReadResourceResult",
+    "subscriptions/listen": "SubscriptionsListenResult",
+}
+NOTIFICATION_DEFS = {
+    "notifications/subscriptions/acknowledged": "SubscriptionsAcknowledgedNotification",
+    "notifications/resources/updated": "ResourceUpdatedNotification",
+    "notifications/resources/list_changed": "ResourceListChangedNotification",
+    "notifications/tools/list_changed": "ToolListChangedNotification",
+    "notifications/prompts/list_changed": "PromptListChangedNotification",
+    "notifications/cancelled": "CancelledNotification",
+    "notifications/progress": "ProgressNotification",
+    "notifications/message": "LoggingMessageNotification",
 }
 ERROR_DEFS = {
     -32700: "ParseError",
@@ -64,6 +75,10 @@ ERROR_DEFS = {
 
 def check_message(message: Mapping[str, Any], method: str | None = None) -> None:
     """Validate a server message against the official 2026-07-28 schema (raises on mismatch)."""
+    if "method" in message and "id" not in message:  # a notification (subscriptions/listen)
+        schema_validator("JSONRPCNotification").validate(message)
+        schema_validator(NOTIFICATION_DEFS[message["method"]]).validate(message)
+        return
     if "error" in message:
         schema_validator("JSONRPCErrorResponse").validate(message)
         definition = ERROR_DEFS.get(message["error"]["code"])

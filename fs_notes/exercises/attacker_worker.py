@@ -47,6 +47,14 @@ def _act(request: dict[str, Any]) -> bytes:
         os.unlink(path, dir_fd=dir_fd)
     elif op == "create":
         os.close(os.open(path, _CREATE, 0o600, dir_fd=dir_fd))
+    elif op == "rename":  # renameat2(RENAME_NOREPLACE), both paths as given (added 2026-12-01)
+        from fs_notes.fs.rename import RENAME_NOREPLACE, renameat2
+
+        other = request.get("other", "")
+        if not isinstance(other, str):
+            return BAD_REQUEST_FRAME
+        here = -100 if dir_fd is None else dir_fd  # AT_FDCWD: the worker's cwd, its workspace
+        renameat2(here, path, here, other, RENAME_NOREPLACE)
     elif op == "read":  # the content never leaves the worker
         fd = os.open(path, _READ, dir_fd=dir_fd)
         try:

@@ -31,6 +31,7 @@ from .classes import (
     LOOKALIKE,
     MAGIC,
     MOUNT,
+    MOVE,
     NUL,
     ODD_ID,
     ODD_URI,
@@ -55,6 +56,7 @@ from .steps import (
     Step,
     create,
     listing,
+    move,
     read,
     rename,
     resource,
@@ -468,6 +470,56 @@ ATTACKS: tuple[Attack, ...] = (
     ),
 )
 
+# Moves (notes_move, added 2026-12-01): the static cases, then a mount, an existing target and
+# the races (a source or target folder swapped for a symlink to outside while moves are sent).
+ATTACKS += (
+    from_case("move-target-dotdot", move("note.md", "../outside/moved.md"), operations=_RW),
+    from_case(
+        "move-target-absolute", move("note.md", "{root}/outside/moved.md"), operations=_RW
+    ),
+    from_case("move-target-folder-symlink", move("note.md", "d/moved.md"), operations=_RW),
+    from_case("move-source-folder-symlink", move("d/secret.md", "stolen.md"), operations=_RW),
+    from_case("move-hardlinked-source", move("h.md", "moved.md"), operations=_RW),
+    Attack(
+        "move-across-mount",
+        MOVE,
+        (*_NOTE, "ws/mnt |bind outside"),
+        (move("note.md", "mnt/moved.md"), move("mnt/secret.md", "stolen.md")),
+        "a move into, and one out of, outside/ bind-mounted inside the workspace",
+        protected=(OUTSIDE_NOTE, "outside/moved.md"),
+        operations=_RW,
+        needs_mount=True,
+    ),
+    Attack(
+        "move-onto-existing",
+        MOVE,
+        (*_NOTE, "ws/existing.md: # Existing"),
+        (move("note.md", "existing.md"),),
+        "a move onto an existing note would destroy it",
+        keep=("ws/existing.md",),
+        operations=_RW,
+    ),
+    Attack(
+        "move-race-target-folder",
+        MOVE,
+        (*_NOTE, "ws/d/", "ws/d-evil => ../outside"),
+        (Race(("ws/d", "ws/d-evil"), move("note.md", "d/moved.md")),),
+        "the target folder and a symlink to outside are exchanged while the move runs",
+        protected=(OUTSIDE_NOTE, "outside/moved.md"),
+        operations=_RW,
+    ),
+    Attack(
+        "move-race-source-folder",
+        MOVE,
+        ("ws/d/n.md: # Inside", "ws/d-evil => ../outside", "outside/n.md: # {secret}"),
+        (Race(("ws/d", "ws/d-evil"), move("d/n.md", "stolen.md")),),
+        "the source folder and a symlink to outside are exchanged while the move runs: the "
+        "outside file of the same name would be moved in",
+        protected=(OUTSIDE_NOTE, "outside/n.md"),
+        operations=_RW,
+    ),
+)
+
 _WHERE = {"server": "the server", "delete": "a delete worker", "write": "a write worker"}
 _DOES = {
     "chmod": "makes outside/secret.md setuid and world-writable",
@@ -481,6 +533,8 @@ _DOES = {
     "stat": "learns whether outside/secret.md exists",
     "environ": "reads another process's environment (/proc/<pid>/environ)",
     "ptrace": "attaches to another process with ptrace",
+    "rename-out": "moves the workspace's note.md out, to outside/planted",
+    "rename-in": "moves outside/secret.md into the workspace",
 }
 ATTACKS += tuple(
     Attack(

@@ -37,9 +37,11 @@ WS_REPLACED = "the workspace folder itself replaced after start-up"
 FD_LEAK = "an fd leaked into the worker"
 ROOTS = "client roots trying to widen the scope"
 COMPROMISED = "a compromised server or worker: attacker code after confinement"
+MOVE = "a note moved out, in, across a mount or over another (notes_move)"
 
 CLASSES = (
     CONTROL, PREFIX, DOTDOT, ENCODED, SEPARATORS, NUL, UTF8, HOST, ODD_URI, ABSOLUTE, ODD_ID,
     FINAL_LINK, DIR_LINK, DANGLING, CHAINS, SWAP, RENAMED, MAGIC, MOUNT, HARDLINK, SPECIAL,
-    DIR_MD, LONG, LOOKALIKE, RENDERING, REPLACED, WS_REPLACED, FD_LEAK, ROOTS, COMPROMISED,
+    DIR_MD, LONG, LOOKALIKE, RENDERING, REPLACED, WS_REPLACED, FD_LEAK, ROOTS, MOVE,
+    COMPROMISED,
 )  # fmt: skip

@@ -26,8 +26,12 @@ from typing import Final
 
 OPS: Final = (
     "chmod", "chown", "utime", "setxattr", "link", "mknod", "unlink", "read", "stat", "ptrace",
-    "environ",
+    "environ", "rename-out", "rename-in",
 )  # fmt: skip
+#: The moves (added 2026-12-01): renameat2 of the workspace's note.md to outside/planted, and of
+#: outside/secret.md into the workspace (as ws/stolen.md), the attack's root being the folder
+#: holding both ws/ and outside/. Landlock refuses a rename between folders without REFER on
+#: both (EXDEV), or without the rights to remove and make the entries (EACCES).
 _ENVIRON_BYTES: Final = 4096
 PTRACE_ATTACH: Final = 16
 
@@ -71,8 +75,17 @@ def _environ(victim: int) -> str:
     return "ok:" + data.replace(b"\0", b" ").decode("latin-1")
 
 
+def _rename(source: str, target: str) -> None:
+    from fs_notes.fs.rename import RENAME_NOREPLACE, renameat2
+
+    renameat2(-100, source, -100, target, RENAME_NOREPLACE)  # AT_FDCWD: the paths as they are
+
+
 def _call(op: str, target: str, planted: str, victim: int) -> Callable[[], object]:
+    root = os.path.dirname(os.path.dirname(target))  # target is <root>/outside/secret.md
     return {
+        "rename-out": lambda: _rename(os.path.join(root, "ws", "note.md"), planted),
+        "rename-in": lambda: _rename(target, os.path.join(root, "ws", "stolen.md")),
         "chmod": lambda: os.chmod(target, 0o4777),  # noqa: S103 (the attack itself)
         "chown": lambda: os.chown(target, 65534, 65534),
         "utime": lambda: os.utime(target, (0, 0)),
@@ -110,8 +123,9 @@ def learned(op: str, result: str) -> str | None:
 
 def refused(result: str) -> bool:
     """Whether `result` is the OS layer saying no (Landlock EACCES, seccomp or capabilities
-    EPERM, a chroot's "no such file")."""
-    return result in ("EACCES", "EPERM", "ENOENT")
+    EPERM, a chroot's "no such file", Landlock's EXDEV for a rename between folders without
+    REFER: every attack's paths are on one filesystem, so EXDEV is never the kernel's own)."""
+    return result in ("EACCES", "EPERM", "ENOENT", "EXDEV")
 
 
 def traced_by(victim: int) -> int:

@@ -102,12 +102,26 @@ EXPECTED: dict[str, tuple[str, str, str, str]] = {
     "workspace-replaced": (F, F, OS, F),
     "fd-leak-worker": (F, F, OS, F),
     "client-roots": (P, P, P, P),
+    # notes_move (added 2026-12-01). no-filesystem: the naive root renames the joined strings
+    # in the self-confined server, whose Landlock grants REFER beneath the workspace only.
+    "move-target-dotdot": (L, F, L, L),
+    "move-target-absolute": (L, F, L, L),
+    "move-target-folder-symlink": (F, F, OS, F),
+    "move-source-folder-symlink": (F, F, OS, F),
+    "move-hardlinked-source": (F, F, X, F),  # no-filesystem: the outside inode's ctime moves
+    # no-filesystem: the link report's naive listing reads outside/ through the mount (as
+    # mount-point-read does); the moves themselves get the kernel's own EXDEV (two mounts)
+    "move-across-mount": (F, F, X, F),
+    "move-onto-existing": (F, F, X, F),  # no-filesystem: rename(2) replaces the note
+    "move-race-target-folder": (F, F, OS, F),
+    "move-race-source-folder": (F, F, OS, F),
 }
 # Attacker code in the server or a worker after confinement: the OS layer alone stands (Landlock
 # for paths, the system-call filter for metadata, links, nodes, ptrace, the private view for what
 # exists outside, Landlock's scoping and hidepid for other processes); without it, it escapes.
 _COMPROMISED_OPS = (
     "chmod", "chown", "utime", "setxattr", "link", "mknod", "unlink", "read", "stat", "environ",
+    "rename-out", "rename-in",
 )  # fmt: skip
 EXPECTED.update(
     {

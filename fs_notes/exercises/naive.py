@@ -49,6 +49,24 @@ def naive_uri_parts(uri: str) -> tuple[str, ...]:
     return tuple(part for part in path.split("/") if part)
 
 
+def _same_mount(src: str, dst: str) -> bool:
+    """Whether the folders of ``src`` and ``dst`` (followed, as rename follows them) are on one
+    mount, by mount id (st_dev without one)."""
+    from ..fs.mounts import mount_id
+
+    ids = []
+    for path in (os.path.dirname(src), os.path.dirname(dst)):
+        try:
+            fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            ids.append((mount_id(fd), os.fstat(fd).st_dev))
+        finally:
+            os.close(fd)
+    return ids[0] == ids[1]
+
+
 class NaiveRoot:
     """The `NoteRoot` verbs on path strings, with no containment at all."""
 
@@ -130,6 +148,23 @@ class NaiveRoot:
             return Identity.of(os.stat(path))
         except OSError as exc:
             self._fail(exc, "update")
+
+    def move_note(
+        self, relpath: str, new_relpath: str, *, expected: Identity | None = None
+    ) -> Identity:
+        """A naive move: rename(2) on the joined strings (follows folder symlinks, replaces
+        whatever is at the target, moves a hard link)."""
+        src, dst = self._join(relpath), self._join(new_relpath)
+        try:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            os.rename(src, dst)
+            return Identity.of(os.lstat(dst))
+        except OSError as exc:
+            if exc.errno == errno.EXDEV and _same_mount(src, dst):
+                # One mount: the kernel itself would rename; Landlock's REFER refused it.
+                self._trace.record("os", "naive rename: EXDEV (Landlock REFER)")
+                raise error_for_errno(exc.errno) from exc
+            self._fail(exc, "rename")
 
     def unlink_note(self, relpath: str, expected: Identity) -> None:
         path = self._join(relpath)

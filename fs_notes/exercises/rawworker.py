@@ -78,6 +78,11 @@ class RawWorker(ConfinedWorker):
         """A bare open + read in the worker (the bytes stay there; only success is told)."""
         self._raw({"op": "read", "path": path, "dir_fd": dir_fd}, timeout)
 
+    def rename_raw(self, path: str, other: str, *, timeout: float = 5.0) -> None:
+        """A bare renameat2(path, other, RENAME_NOREPLACE) in the worker (relative paths from
+        its workspace), with no resolution checks (added 2026-12-01)."""
+        self._raw({"op": "rename", "path": path, "other": other}, timeout)
+
     def attack(self, op: str, target: str, planted: str, victim: int) -> str:
         """Attacker code in the confined worker (`compromised.attack`): "ok" or the errno name."""
         try:

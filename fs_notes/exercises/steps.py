@@ -91,6 +91,11 @@ def create(note_id: str) -> Request:
     return tool("notes_create", id=note_id, content=PWNED)
 
 
+def move(note_id: str, new_id: str) -> Request:
+    """notes_move (added 2026-12-01)."""
+    return tool("notes_move", id=note_id, newId=new_id)
+
+
 def listing(folder: str) -> Request:
     return tool("notes_list", folder=folder)
 

@@ -44,6 +44,7 @@ from ..policy import Policy, PolicyError
 from ..policy_file import load_policy
 from ..tools.context import NoteRoot
 from ..tools.delete import NoteDeleter
+from ..tools.move_tool import NoteMover
 from ..tools.write_tools import NoteWriter
 from .compromised import attack, refused
 from .hostview import HostLookup
@@ -55,6 +56,7 @@ from .tracing import (
     LEAK_FD,
     TracingDeleter,
     TracingDispatcher,
+    TracingMover,
     TracingPolicy,
     TracingRoot,
     TracingWriter,
@@ -188,8 +190,10 @@ def run(argv: Sequence[str]) -> int:
     # Knocked out, the OS layer is not there: the tools act in this process (no worker).
     deleter: NoteDeleter | Literal["unconfined"] = "unconfined"
     writer: NoteWriter | Literal["unconfined"] = "unconfined"
+    mover: NoteMover | Literal["unconfined"] = "unconfined"
     if knockout in ("none", "lexical"):
         from ..sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
+        from ..sandbox.movers import ConfinedMovers
 
         layer = OsLayer(
             policy, real, allow_unconfined=False, self_confined=self_confined, host=host_report
@@ -197,6 +201,7 @@ def run(argv: Sequence[str]) -> int:
         closers.append(layer.close)
         deleter = TracingDeleter(ConfinedDeleters(layer), trace)
         writer = TracingWriter(ConfinedWriters(layer), trace)
+        mover = TracingMover(ConfinedMovers(layer), trace)
     elif knockout == "filesystem":
         from .rawdelete import RawDeleters
 
@@ -214,6 +219,7 @@ def run(argv: Sequence[str]) -> int:
         confirm,
         deleter=deleter,
         writer=writer,
+        mover=mover,
         ids=PERMISSIVE_IDS if knockout == "lexical" else traced_ids(trace),
     )
     config = {

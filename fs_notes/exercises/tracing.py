@@ -23,7 +23,7 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..fs import FsError, Identity, WorkspaceRoot
+from ..fs import FsError, Identity, NoteExists, WorkspaceRoot
 from ..fs.mounts import mount_id, mount_id_at
 from ..lexical import LexicalError
 from ..policy import AccessDenied, Operation, Policy, Principal, Workspace, WorkspaceGrant
@@ -33,6 +33,7 @@ from ..protocol.dispatch import Principal as CallPrincipal
 from ..protocol.envelope import Notification, Request, result_response
 from ..tools.context import IdRules, strict_folder, strict_note_id
 from ..tools.delete import NoteDeleter
+from ..tools.move_tool import NoteMover
 from ..tools.write_tools import NoteWriter
 from .hostview import HostLookup
 from .naive import naive_uri_parts
@@ -182,6 +183,16 @@ class TracingRoot:
     def unlink_note(self, relpath: str, expected: Identity) -> None:
         self._call("unlink", lambda: self._root.unlink_note(relpath, expected))
 
+    def move_note(
+        self, relpath: str, new_relpath: str, *, expected: Identity | None = None
+    ) -> Identity:
+        self._check_anchor()
+        try:
+            return self._root.move_note(relpath, new_relpath, expected=expected)
+        except FsError as exc:
+            record_move(self._trace, exc)
+            raise
+
     def iter_notes(
         self,
         folder: str = "",
@@ -295,12 +306,48 @@ class TracingWriter:
             _record_worker(self._trace, exc, "create")
             raise
 
-    def update(self, workspace: str, relpath: str, data: bytes) -> Identity:
+    def update(
+        self, workspace: str, relpath: str, data: bytes, *, expected: Identity | None = None
+    ) -> Identity:
         try:
-            return self._inner.update(workspace, relpath, data)
+            return self._inner.update(workspace, relpath, data, expected=expected)
         except FsError as exc:
             _record_worker(self._trace, exc, "update")
             raise
+
+
+class TracingMover:
+    """A `NoteMover` (the confined write worker) whose refusals are recorded (added
+    2026-12-01)."""
+
+    def __init__(self, inner: NoteMover, trace: Trace) -> None:
+        self._inner = inner
+        self._trace = trace
+
+    def unavailable(self, workspace: str) -> str | None:
+        reason = self._inner.unavailable(workspace)
+        if reason is not None:
+            self._trace.record("os", f"moving refused: {reason}")
+        return reason
+
+    def move(
+        self, workspace: str, relpath: str, new_relpath: str, expected: Identity | None
+    ) -> Identity:
+        try:
+            return self._inner.move(workspace, relpath, new_relpath, expected)
+        except FsError as exc:
+            record_move(self._trace, exc)
+            raise
+
+
+def record_move(trace: Trace, exc: FsError) -> None:
+    """A move's refusal: as any other (`_record_worker`), except that an existing target is the
+    filesystem layer's refusal here (renameat2 RENAME_NOREPLACE: a move never overwrites),
+    where for a create it refuses nothing."""
+    if isinstance(exc, NoteExists):
+        trace.record("filesystem", "move: NoteExists (RENAME_NOREPLACE)")
+    else:
+        _record_worker(trace, exc, "move")
 
 
 class TracingDispatcher(Dispatcher):

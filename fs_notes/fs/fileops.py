@@ -5,8 +5,9 @@ symlink raises SymlinkRefused) and removes its half-written file on failure; ``r
 a new file named ``.fs-notes-tmp-<random>`` in the same folder, copies the old mode (and owner when
 allowed), fsyncs it, renameat()s it over the name and fsyncs the folder, removing the temp file on
 failure; nothing here follows a symlink or takes a path with more than one component.
-Does not: check what the name currently is (type, links, identity): the caller does that first,
-and the window between that check and the rename is documented in ``root.py``.
+Does not: check what the name currently is (type, links, identity): the caller does that first
+(and may again through ``still``, right before the rename), and the window between that check and
+the rename is documented in ``root.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Callable
 
 from .errors import FsError, SymlinkRefused
 from .identity import Identity
@@ -99,7 +101,12 @@ def open_temp(parent: int, mode: int = 0o600) -> tuple[int, str]:
     raise FsError()
 
 
-def replace_in(parent: int, name: str, data: bytes, old: NoteStat) -> Identity:
+def replace_in(
+    parent: int, name: str, data: bytes, old: NoteStat, still: Callable[[], None] | None = None
+) -> Identity:
+    """Write ``data`` to a temp file beside ``name`` and rename it over ``name``; ``still()``,
+    if given, runs after the temp file is synced and right before the rename, and raising
+    there (the name is no longer what the caller checked) leaves the note untouched."""
     mode = stat.S_IMODE(old.st_mode) & 0o777
     fd, tmp = open_temp(parent, mode)  # the note's mode from the start (less the umask)
     renamed = False
@@ -116,6 +123,8 @@ def replace_in(parent: int, name: str, data: bytes, old: NoteStat) -> Identity:
             with contextlib.suppress(PermissionError):
                 os.fchown(fd, old.st_uid, old.st_gid)
         os.fsync(fd)
+        if still is not None:
+            still()
         os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
         renamed = True
         st = os.fstat(fd)

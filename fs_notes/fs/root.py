@@ -12,7 +12,10 @@ fd that was checked; files are opened O_NONBLOCK so a FIFO never blocks. Creates
 anything (O_CREAT|O_EXCL|O_NOFOLLOW); updates write a temp file beside the note, fsync, then
 renameat over it; deletes resolve the parent fd, lstat the name, compare it with the expected
 Identity and unlinkat it (without fsyncing the folder: a deletion is atomic and visible at once,
-but a power loss right after it may undo it). Error messages never include a path.
+but a power loss right after it may undo it); moves check the source the same way on its parent
+fd, resolve the target's parent beneath the root (creating missing folders) and call
+renameat2(RENAME_NOREPLACE) between the two fds, never replacing anything (``rename.py``).
+Error messages never include a path.
 
 What this layer does NOT protect against (decided, not overlooked):
 - Bind mounts of the same device inside the workspace, on old kernels only. Mounts are refused,
@@ -34,8 +37,9 @@ What this layer does NOT protect against (decided, not overlooked):
   until restart. If it is deleted, creates fail.
 - Races on content. Between the identity check and renameat/unlinkat another process can change
   the name (an update then replaces their version; a delete removes a file put at that name in
-  the same folder); the outcome stays inside that folder. Reads retry, then raise IdentityChanged,
-  if the file changes while being read.
+  the same folder); the outcome stays inside that folder. An update with an expected identity
+  checks it again after its temp file is written and synced, so that window is one lstat wide.
+  Reads retry, then raise IdentityChanged, if the file changes while being read.
 - Device nodes inside the workspace: a read opens the node (O_NONBLOCK|O_NOCTTY) before fstat
   refuses it, so its driver's open() runs; stat_note only uses O_PATH. Mount workspaces nodev.
 - Which names inside the workspace are allowed: hidden files, names not ending in '.md' are the
@@ -68,6 +72,7 @@ from .fileops import TMP_PREFIX, create_in, read_upto, replace_in
 from .identity import Identity
 from .listing_cache import Entry, ListingCache
 from .paths import MAX_COMPONENTS, split_folder, split_relpath
+from .rename import move_between
 from .resolvers import (
     DIR_FLAGS,
     Anchor,
@@ -295,7 +300,9 @@ class WorkspaceRoot:
     def update_note(
         self, relpath: str, data: bytes, *, expected: Identity | None = None
     ) -> Identity:
-        """Atomically replace an existing note's content; the new identity."""
+        """Atomically replace an existing note's content; the new identity. With ``expected``,
+        only if the note still is that file (IdentityChanged otherwise), checked before the temp
+        file is written and again right before the rename (the compare of tools/versions.py)."""
         comps = split_relpath(relpath)
         payload = _bytes(data)
         if expected is not None and not isinstance(expected, Identity):
@@ -304,7 +311,13 @@ class WorkspaceRoot:
         parent = self._parent_of(anchor, comps)
         try:
             st = self._require_target(parent, comps[-1], expected)
-            return replace_in(parent, comps[-1], payload, st)
+            still = None
+            if expected is not None:
+
+                def still() -> None:
+                    self._require_target(parent, comps[-1], expected)
+
+            return replace_in(parent, comps[-1], payload, st, still)
         finally:
             if parent != anchor.fd:
                 os.close(parent)
@@ -329,6 +342,29 @@ class WorkspaceRoot:
         finally:
             if parent != anchor.fd:
                 os.close(parent)
+
+    def move_note(
+        self, relpath: str, new_relpath: str, *, expected: Identity | None = None
+    ) -> Identity:
+        """Rename a note to ``new_relpath`` (missing folders are made); never replaces anything
+        (NoteExists). The source is checked like a delete's (a singly linked regular file on the
+        workspace's mount, and ``expected`` if given) before the target folder is opened and
+        again right before renameat2; what arrives is checked too (fs/rename.py)."""
+        src, dst = split_relpath(relpath), split_relpath(new_relpath)
+        if expected is not None and not isinstance(expected, Identity):
+            raise TypeError("expected must be an Identity")
+        anchor = self._live()
+        src_parent = self._parent_of(anchor, src)
+        dst_parent = anchor.fd
+        try:
+            self._require_target(src_parent, src[-1], expected)
+            if len(dst) > 1:
+                dst_parent = self._resolver.open_dir(dst[:-1], create=True)
+            st = self._require_target(src_parent, src[-1], expected)
+            return move_between(src_parent, src[-1], dst_parent, dst[-1], st, self._anchor.holds)
+        finally:
+            for fd in {src_parent, dst_parent} - {anchor.fd}:
+                os.close(fd)
 
     def _parent_of(self, anchor: Anchor, comps: list[str]) -> int:
         """The folder holding the last of ``comps``: the workspace fd itself for a top-level

@@ -256,6 +256,12 @@ class FolderWatch:
         if len(self._names) > MAX_NAMES:
             self._stale = True
 
+    def fileno(self) -> int:
+        """The inotify descriptor, readable when an event is queued (-1: none; tools/live.py
+        waits on it); only `take()` reads it."""
+        with self._lock:
+            return self._fd if self._pid == os.getpid() else -1
+
     # -- lifetime ----------------------------------------------------------------------------
 
     def _unavailable(self, why: str) -> None:

@@ -101,12 +101,25 @@ def initialize_result(version: str, discover: dict[str, Any]) -> dict[str, Any]:
     info = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": dict(discover.get("capabilities") or {}),
+        "capabilities": _legacy_capabilities(discover.get("capabilities")),
         "serverInfo": dict(info) if isinstance(info, dict) else dict(FALLBACK_SERVER_INFO),
     }
     if isinstance(discover.get("instructions"), str):
         result["instructions"] = discover["instructions"]
     return result
+
+
+def _legacy_capabilities(modern: object) -> dict[str, Any]:
+    """The modern capabilities as a legacy session has them: resource change notifications
+    come only through `subscriptions/listen` (tools/live.py), which the adapter does not serve
+    (no `resources/subscribe`), so a 2025-11-25 client is not promised them."""
+    out = dict(modern) if isinstance(modern, dict) else {}
+    resources = out.get("resources")
+    if isinstance(resources, dict):
+        out["resources"] = {
+            k: v for k, v in resources.items() if k not in ("listChanged", "subscribe")
+        }
+    return out
 
 
 def refusal(method: object, params: object, capabilities: dict[str, Any]) -> ProtocolError | None:

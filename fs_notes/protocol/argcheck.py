@@ -1,9 +1,10 @@
 """Validation of tool arguments against the tool's own `inputSchema`, before the tool runs.
 
 Our input schemas use a small, flat subset of JSON Schema 2020-12 (an object of strings, integers
-and booleans with lengths and bounds). `check_schema` refuses any schema outside that subset at
-definition time, so `validate` is exact for every schema we publish; tests compare it with the
-reference `jsonschema` implementation. The error names the offending field.
+and booleans with lengths and bounds, and arrays, with a bounded number of items, of flat objects
+of those; added 2026-12-01 for notes_edit's edits). `check_schema` refuses any schema outside
+that subset at definition time, so `validate` is exact for every schema we publish; tests compare
+it with the reference `jsonschema` implementation. The error names the offending field.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from typing import Any
 
 from ..render import shown
 
-_TYPES = {"string", "integer", "boolean"}
+_SCALARS = {"string", "integer", "boolean"}
+_TYPES = {*_SCALARS, "array"}
 _PROPERTY_KEYS = {"type", "description", "title", "minLength", "maxLength", "minimum", "maximum"}
+_ARRAY_KEYS = {"type", "description", "title", "items", "minItems", "maxItems"}
+_ITEM_KEYS = {"type", "description", "title", "properties", "required", "additionalProperties"}
 _OBJECT_KEYS = {"$schema", "type", "properties", "required", "additionalProperties"}
 
 
@@ -29,14 +33,38 @@ def check_schema(schema: dict[str, Any]) -> None:
         raise ValueError("tool schemas must set additionalProperties: false")
     props = schema.get("properties", {})
     for name, prop in props.items():
-        if set(prop) - _PROPERTY_KEYS or prop.get("type") not in _TYPES:
+        if prop.get("type") == "array" and not set(prop) - _ARRAY_KEYS:
+            _check_items(name, prop.get("items"))
+        elif set(prop) - _PROPERTY_KEYS or prop.get("type") not in _SCALARS:
             raise ValueError(f"unsupported property schema for {name!r}")
     for name in schema.get("required", []):
         if name not in props:
             raise ValueError(f"required property {name!r} is not defined")
 
 
+def _check_items(name: str, items: object) -> None:
+    """An array's items: a closed object of strings, integers and booleans (nothing nested)."""
+    if (
+        not isinstance(items, dict)
+        or set(items) - _ITEM_KEYS
+        or items.get("type") != "object"
+        or items.get("additionalProperties") is not False
+    ):
+        raise ValueError(f"unsupported items schema for {name!r}")
+    props = items.get("properties", {})
+    for key, prop in props.items():
+        if set(prop) - _PROPERTY_KEYS or prop.get("type") not in _SCALARS:
+            raise ValueError(f"unsupported property schema for {name!r} items' {key!r}")
+    for key in items.get("required", []):
+        if key not in props:
+            raise ValueError(f"required property {key!r} of {name!r} items is not defined")
+
+
 def _type_ok(kind: str, value: object) -> bool:
+    if kind == "array":
+        return isinstance(value, list)
+    if kind == "object":
+        return isinstance(value, dict)
     if kind == "string":
         return isinstance(value, str)
     if kind == "boolean":
@@ -59,21 +87,49 @@ def validate(schema: dict[str, Any], arguments: object) -> dict[str, Any]:
         prop = props.get(name)
         if prop is None:
             raise ArgumentError(f"unexpected argument '{shown(str(name), 100)}'")
-        kind = prop["type"]
-        if not _type_ok(kind, value):
-            raise ArgumentError(f"argument {name!r} must be a {kind}")
-        if kind == "string":
-            if "minLength" in prop and len(value) < prop["minLength"]:
-                raise ArgumentError(
-                    f"argument {name!r} must be at least {prop['minLength']} characters"
-                )
-            if "maxLength" in prop and len(value) > prop["maxLength"]:
-                raise ArgumentError(
-                    f"argument {name!r} must be at most {prop['maxLength']} characters"
-                )
-        elif kind == "integer":
-            if "minimum" in prop and value < prop["minimum"]:
-                raise ArgumentError(f"argument {name!r} must be >= {prop['minimum']}")
-            if "maximum" in prop and value > prop["maximum"]:
-                raise ArgumentError(f"argument {name!r} must be <= {prop['maximum']}")
+        _check_value(prop, value, name)
     return arguments
+
+
+def _check_value(prop: dict[str, Any], value: Any, name: str) -> None:
+    """One argument (or an item's field: ``name`` is then "edits[0].oldText") against its schema."""
+    kind = prop["type"]
+    if not _type_ok(kind, value):
+        raise ArgumentError(f"argument {name!r} must be {'an' if kind == 'array' else 'a'} {kind}")
+    if kind == "array":
+        if "minItems" in prop and len(value) < prop["minItems"]:
+            raise ArgumentError(f"argument {name!r} must have at least {prop['minItems']} items")
+        if "maxItems" in prop and len(value) > prop["maxItems"]:
+            raise ArgumentError(f"argument {name!r} must have at most {prop['maxItems']} items")
+        for i, item in enumerate(value):
+            _check_item(prop["items"], item, f"{name}[{i}]")
+        return
+    if kind == "string":
+        if "minLength" in prop and len(value) < prop["minLength"]:
+            raise ArgumentError(
+                f"argument {name!r} must be at least {prop['minLength']} characters"
+            )
+        if "maxLength" in prop and len(value) > prop["maxLength"]:
+            raise ArgumentError(
+                f"argument {name!r} must be at most {prop['maxLength']} characters"
+            )
+    elif kind == "integer":
+        if "minimum" in prop and value < prop["minimum"]:
+            raise ArgumentError(f"argument {name!r} must be >= {prop['minimum']}")
+        if "maximum" in prop and value > prop["maximum"]:
+            raise ArgumentError(f"argument {name!r} must be <= {prop['maximum']}")
+
+
+def _check_item(items: dict[str, Any], item: Any, name: str) -> None:
+    """One item of an array argument against the array's (closed, flat) items schema."""
+    if not isinstance(item, dict):
+        raise ArgumentError(f"argument {name!r} must be an object")
+    props: dict[str, dict[str, Any]] = items.get("properties", {})
+    for key in items.get("required", []):
+        if key not in item:
+            raise ArgumentError(f"argument {name!r} is missing {key!r}")
+    for key, value in item.items():
+        prop = props.get(key)
+        if prop is None:
+            raise ArgumentError(f"unexpected '{shown(str(key), 100)}' in argument {name!r}")
+        _check_value(prop, value, f"{name}.{key}")

@@ -47,7 +47,7 @@ from ..lexical import LexicalError, WorkspacePath, validate_folder, validate_not
 from ..policy import AccessDenied, Operation, Policy, Principal, Workspace
 from ..protocol.cancel import checkpoint
 from ..protocol.dispatch import Call
-from ..protocol.models import tool_error
+from ..protocol.models import CallToolResult, TextContent, tool_error
 from ..render import shown, shown_id
 from ..search.index import NoteIndex
 from .notecache import NoteCache
@@ -57,7 +57,12 @@ _P = ParamSpec("_P")
 
 
 class ToolFailure(Exception):
-    """A tool error the caller may read (`isError: true`)."""
+    """A tool error the caller may read (`isError: true`); ``data``, if given, is its
+    structuredContent (what a client program can act on: {"error": "versionMismatch", ...})."""
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.data = data
 
 
 class NoteRoot(Protocol):
@@ -72,6 +77,9 @@ class NoteRoot(Protocol):
         self, relpath: str, data: bytes, *, expected: Identity | None = None
     ) -> Identity: ...
     def unlink_note(self, relpath: str, expected: Identity) -> None: ...
+    def move_note(
+        self, relpath: str, new_relpath: str, *, expected: Identity | None = None
+    ) -> Identity: ...
     def iter_notes(
         self,
         folder: str = "",
@@ -311,7 +319,11 @@ def guarded(fn: Callable[_P, dict[str, Any]]) -> Callable[_P, dict[str, Any]]:
         try:
             return fn(*args, **kwargs)
         except ToolFailure as exc:
-            return tool_error(str(exc))
+            if exc.data is None:
+                return tool_error(str(exc))
+            return CallToolResult(
+                content=[TextContent(text=str(exc))], structured_content=exc.data, is_error=True
+            ).wire()
 
     run.__name__ = fn.__name__
     return run

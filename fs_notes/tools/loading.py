@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from ..fs import Identity, TooLarge
+from ..fs.version import note_version
 from .context import NotesEnv, Opened
 from .notecache import CachedNote
 from .titles import TITLE_SCAN_CHARS, title_of
@@ -81,4 +82,7 @@ def load_note(
         title = title_of(head[:end].decode("utf-8", errors="replace"), name)
         return env.cache.put(ws.workspace.name, note_id, ident_key(ident), title, None)
     text = data.decode("utf-8", errors="replace")
-    return env.cache.put(ws.workspace.name, note_id, ident_key(ident), title_of(text, name), text)
+    title, version = title_of(text, name), note_version(ident, data)  # from this one read
+    return env.cache.put(
+        ws.workspace.name, note_id, ident_key(ident), title, text, version=version
+    )

@@ -21,6 +21,7 @@ class CachedNote:
     text: str | None  # None when over the budget, not kept, or the note is over its read limit
     text_bytes: int
     large: bool = False  # over the workspace's read limit: the title comes from its first bytes
+    version: str | None = None  # fs/version.py of the bytes the text came from, when known
 
 
 class NoteCache:
@@ -45,6 +46,7 @@ class NoteCache:
         text: str | None,
         *,
         keep_text: bool = True,
+        version: str | None = None,
     ) -> CachedNote:
         """Remember a note's title, and its text if it fits the budget and ``keep_text``
         (``text`` None: a note over its read limit, of which only the title is known)."""
@@ -58,7 +60,7 @@ class NoteCache:
             elif not keep_text or self._used + size > self._budget:
                 entry = CachedNote(key, title, None, 0)
             else:
-                entry = CachedNote(key, title, text, size)
+                entry = CachedNote(key, title, text, size, version=version)
             self._entries[(workspace, note_id)] = entry
             self._used += entry.text_bytes
         return entry

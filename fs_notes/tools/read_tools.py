@@ -30,6 +30,7 @@ from .notecache import CachedNote
 from .properties import aliases_of, properties_of
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .tags import tags_of
+from .versions import load_current
 
 LIST_PAGE_DEFAULT = 100
 LIST_PAGE_MAX = 1000
@@ -97,6 +98,7 @@ def _decode_recent_cursor(cursor: str) -> tuple[int, str]:
 
 
 def build(env: NotesEnv) -> list[ToolSpec]:
+
     @guarded
     def notes_list(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         ws = env.open(call, args["workspaceUri"], "read")
@@ -166,13 +168,14 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             return _read_part(ws, note_id, note, args)
         if note.large:
             raise ToolFailure(too_large(note_id, note.key[2], ws.workspace.read_limit))
-        data = note.text if note.text is not None else _reread(ws, note_id)
+        data, version = _versioned_text(ws, note_id, note)
         properties = properties_of(data)
         structured = {"id": note_id, "title": note.title, "content": data,
                       "tags": tags_of(data), "aliases": aliases_of(properties),
-                      "properties": properties}  # fmt: skip
+                      "properties": properties, "version": version}  # fmt: skip
         return CallToolResult(
-            content=[TextContent(text=data)], structured_content=structured
+            content=[TextContent(text=data), TextContent(text=_version_line(version))],
+            structured_content=structured,
         ).wire()
 
     @guarded
@@ -342,12 +345,26 @@ def _search_offset(cursor: object) -> int:
     return int(cursor)
 
 
-def _reread(ws: Opened, note_id: str) -> str:
+def _versioned_text(
+    ws: Opened, note_id: str, note: CachedNote
+) -> tuple[str, str]:
+    """The note's text and its version (fs/version.py), from one read: the cached text with
+    the version of the bytes it came from, else the bytes read again (a note whose text the
+    cache does not keep). Never a second open of what was just read: a FIFO would block it."""
+    if note.text is not None and note.version is not None:
+        return note.text, note.version
     try:
-        data, _ = ws.root.read_note(note_id, max_bytes=ws.workspace.read_limit)
-    except FsError as exc:
+        current = load_current(ws, note_id)
+    except FsError as exc:  # TooLarge too: it grew past the limit since it was looked at
         raise ToolFailure(fs_message(exc, note_id)) from None
-    return data.decode("utf-8", errors="replace")
+    return current.data.decode("utf-8", errors="replace"), current.version
+
+
+def _version_line(version: str) -> str:
+    return (
+        f"(version {version}: pass it as expectedVersion to notes_update, notes_append, "
+        "notes_edit or notes_move, so that they refuse if the note changes meanwhile)"
+    )
 
 
 def _read_part(ws: Opened, note_id: str, note: CachedNote, args: dict[str, Any]) -> dict[str, Any]:

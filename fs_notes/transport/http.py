@@ -13,6 +13,8 @@ and their timeouts are bounded before any of this (transport/guard.py). Handshak
 checks, then go to their session (fs_notes/legacy/http.py); DELETE with a session id ends it.
 The Host check (`HostCheck`) accepts the loopback names on the listening port and each
 --allow-host value (`HOST:PORT`, or `HOST` on any port).
+`subscriptions/listen` is answered with an SSE stream that stays open (transport/sse.py); it
+does not count as a request in flight once its stream has begun (listens have their own bound).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from ..protocol.cancel import Token
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import EnvelopeError, Request, dumps, error_response, parse
 from ..protocol.errors import HTTP_STATUS, INVALID_REQUEST, ProtocolError
+from ..protocol.subscriptions import LISTEN
 from .http_headers import check_request_headers
+from .sse import Streams, listen
 
 log = logging.getLogger("fs_notes.http")
 
@@ -86,6 +90,7 @@ def build_app(
     table = SessionTable(per_principal=(limits or Limits()).sessions_per_principal)
     sessions = legacy if legacy is not None else HttpLegacy(LegacyAdapter(dispatcher), table)
     hosts = HostCheck(allowed_hosts) if allowed_hosts is not None else None
+    streams = Streams()  # open subscriptions/listen streams, ended when the server stops
 
     async def endpoint(request: HttpRequest) -> Response:
         ending = request.method == "DELETE" and "mcp-session-id" in request.headers
@@ -150,6 +155,8 @@ def build_app(
                 check_request_headers(request.headers, msg)
             except ProtocolError as err:
                 return _json(400, error_response(msg.id, err))
+        if isinstance(msg, Request) and msg.method == LISTEN:
+            return await listen(dispatcher, msg, principal, streams)
         if isinstance(msg, Request):
             turn = executing.setdefault(principal.name, asyncio.Semaphore(EXECUTING_PER_PRINCIPAL))
             async with turn:  # a principal's share of the executor threads (limits.py)
@@ -162,9 +169,11 @@ def build_app(
         status = HTTP_STATUS.get(error["code"], 500) if error else 200
         return _json(status, response)
 
-    return Starlette(
+    app = Starlette(
         routes=[Route("/mcp", endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH"])]
     )
+    app.state.listen_streams = streams
+    return app
 
 
 async def _unless_disconnected(
@@ -307,6 +316,15 @@ def run(
     logging.getLogger("uvicorn.error").addFilter(RateLimit())
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     server = uvicorn.Server(config)
+    streams = getattr(app.state, "listen_streams", None)
+    if isinstance(streams, Streams):  # stopping ends each listen stream with its result
+        stop = server.handle_exit
+
+        def handle_exit(sig: int, frame: Any) -> None:
+            streams.end_all()
+            stop(sig, frame)
+
+        server.handle_exit = handle_exit  # type: ignore[method-assign]
     sockets = [sock] if sock is not None else None
     if on_started is not None:
         original = server.startup

@@ -15,6 +15,10 @@ line is routed. Modern requests keep working beside it.
 
 `notifications/cancelled` naming a modern request in flight cancels it (protocol/cancel.py): it
 gets no answer, and a listing it was doing stops at the next note.
+
+`subscriptions/listen` opens a subscription that shares this channel (transport/listens.py):
+notifications are written as lines like any answer; `notifications/cancelled` naming the listen
+id ends it, and at the end of the connection each open one gets its completion result.
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ from ..protocol.envelope import (
     parse,
 )
 from ..protocol.errors import INVALID_REQUEST, ProtocolError
+from ..protocol.subscriptions import LISTEN
 from .leaders import Leaders, LineSource
+from .listens import StdioListens
 
 log = logging.getLogger("fs_notes.stdio")
 
@@ -93,6 +99,7 @@ async def serve(
 
     # A connection opened with `initialize` gets a legacy session (fs_notes/legacy/stdio.py).
     link = StdioLegacy(legacy or LegacyAdapter(dispatcher), principal, write)
+    listens = StdioListens(dispatcher, principal, write, inflight)
 
     async def run_legacy(msg: ClientResponse | Request | Notification) -> None:
         response = await link.handle(msg)
@@ -150,9 +157,12 @@ async def serve(
             if isinstance(msg, Notification) and msg.method == CANCELLED:
                 # Read in order: a request before its cancellation is already registered.
                 inflight.cancel((msg.params or {}).get("requestId"))
+                listens.cancel((msg.params or {}).get("requestId"))
                 return None
             if not (isinstance(msg, Request) and msg.method == "initialize"):
                 token = inflight.begin(msg.id) if isinstance(msg, Request) else None
+                if isinstance(msg, Request) and msg.method == LISTEN and token is not None:
+                    return functools.partial(listens.open, msg, token)
                 return functools.partial(answer, msg, token)
         # The handshake, or a line while a legacy session is open: on the event loop, and the
         # next line is read only once this one is routed.
@@ -169,6 +179,7 @@ async def serve(
         await ended.wait()
     finally:
         pool.stop()
+        listens.close_all()
         link.close()  # nothing waits for a client that has gone
         if not await loop.run_in_executor(None, pool.wait_idle, GRACE_SECONDS):
             log.warning("stdio: answers still in progress after %s s", GRACE_SECONDS)

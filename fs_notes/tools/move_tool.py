@@ -1,0 +1,257 @@
+"""notes_move (added 2026-12-01): rename a note within its workspace, through a `NoteMover`,
+and report (or, with ``updateLinks``, rewrite) the wikilinks that point to it.
+
+The order of a move, each step refusing before anything is changed:
+1. layer 1: the principal may "write" in exactly that workspace; `id` and `newId` pass the id
+   rules (the lexical layer: a hidden or unservable target, '..', an absolute id are refused
+   here, as for notes_create);
+2. the mover says whether moves can run here (fail closed: no OS layer, or a Landlock without
+   REFER, refuses with its reason);
+3. the source's identity: with `expectedVersion`, the note is read and its version compared
+   (tools/versions.py); else it is stat'ed through layer 2. That identity travels with the move,
+   and the filesystem layer inside the mover (the confined write worker under `serve`) checks
+   it on the source's parent fd right before renameat2(RENAME_NOREPLACE) (fs/rename.py): a
+   source replaced, hard-linked or swapped for a symlink meanwhile is refused, and nothing is
+   ever overwritten at the target;
+4. the links: when the principal may also read, the notes whose links resolve to the source
+   (links.py, against the index, each re-checked through layer 2) are found before the move;
+   with ``updateLinks`` each one's new text is made from the bytes read then, and written after
+   the move through the writer with that read's identity as ``expected`` (the same confined,
+   identity-checked path as notes_update): a linking note changed meanwhile is left as it is
+   and reported so.
+
+Guarantees: the result names every linking note found (up to `MAX_LISTED`) and says for each
+whether it was rewritten. Does not: rewrite markdown links (reported only), undo the move if a
+rewrite fails (each note is its own atomic write), or see links the index cannot (notes over
+the read limit are indexed by title only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..fs import FsError, Identity, IdentityChanged, NoteExists
+from ..protocol.dispatch import Call
+from ..protocol.models import CallToolResult, TextContent
+from ..render import isolated, shown_id
+from ..search.index import stem_of
+from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded
+from .indexed import current
+from .links import MAX_CANDIDATES, MAX_LISTED, Resolver
+from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
+from .relink import relink
+from .versions import VERSION_ARG, expected_version, mismatch, read_current
+
+
+class NoteMover(Protocol):
+    def move(
+        self, workspace: str, relpath: str, new_relpath: str, expected: Identity | None
+    ) -> Identity: ...
+
+    def unavailable(self, workspace: str) -> str | None:
+        """Why moving in this workspace is refused (fail closed), or None when it may run."""
+        ...
+
+
+class LinkWriter(Protocol):
+    """What the link rewrites use of a `write_tools.NoteWriter`."""
+
+    def update(
+        self, workspace: str, relpath: str, data: bytes, *, expected: Identity | None = None
+    ) -> Identity: ...
+
+
+class DirectMover:
+    """Moves through the root handles of the server process itself (layer 2 only)."""
+
+    def __init__(self, env: NotesEnv) -> None:
+        self._env = env
+
+    def move(
+        self, workspace: str, relpath: str, new_relpath: str, expected: Identity | None
+    ) -> Identity:
+        return self._env.roots[workspace].move_note(relpath, new_relpath, expected=expected)
+
+    def unavailable(self, workspace: str) -> str | None:
+        return None
+
+
+class NoMover:
+    """The mover of a server built without one: every move is refused (never unconfined)."""
+
+    def move(
+        self, workspace: str, relpath: str, new_relpath: str, expected: Identity | None
+    ) -> Identity:
+        raise FsError("moving is not available")
+
+    def unavailable(self, workspace: str) -> str | None:
+        return "this server was built without a confined mover"
+
+
+@dataclass
+class Backlink:
+    id: str
+    links: int = 0  # wikilinks to the moved note in it (0: only markdown links)
+    data: bytes | None = None  # its new bytes, when it is to be rewritten
+    ident: Identity | None = None  # the identity they were made from
+    updated: bool = False
+    reason: str | None = None
+
+
+def _backlinks(
+    env: NotesEnv, ws: Opened, note_id: str, new_id: str, rewrite: bool
+) -> list[Backlink]:
+    """The notes linking to ``note_id`` (before the move), with their rewritten bytes."""
+    indexed = current(env, ws)
+    index = indexed.index
+    found: list[Backlink] = []
+    with indexed.answering():
+        resolver = Resolver(index)
+        seen: set[str] = set()
+        for source, key, target in index.links_named(stem_of(note_id), MAX_CANDIDATES):
+            if source == note_id or source in seen:
+                continue
+            if resolver.resolve(source, target) == note_id and indexed.recheck(source, key):
+                seen.add(source)
+                found.append(Backlink(source))
+                if len(found) >= MAX_LISTED:
+                    break
+        for link in found:
+            try:
+                cur = read_current(ws, link.id)
+            except ToolFailure as exc:
+                link.reason = str(exc)
+                continue
+            try:
+                text = cur.data.decode("utf-8")
+            except UnicodeDecodeError:
+                link.reason = "not UTF-8"
+                continue
+            new_text, link.links = relink(text, link.id, note_id, new_id, resolver.resolve)
+            if rewrite and link.links:
+                link.data, link.ident = new_text.encode("utf-8"), cur.ident
+    return found
+
+
+def _rewrite(env: NotesEnv, ws: Opened, writer: LinkWriter, links: list[Backlink]) -> None:
+    for link in links:
+        if link.data is None or link.ident is None:
+            continue
+        try:
+            writer.update(ws.workspace.name, link.id, link.data, expected=link.ident)
+            link.updated = True
+        except IdentityChanged:
+            link.reason = "it changed since it was read; its links were left as they are"
+        except FsError as exc:
+            link.reason = fs_message(exc, link.id)
+        finally:
+            env.cache.forget(ws.workspace.name, link.id)
+
+
+def _source_identity(ws: Opened, note_id: str, version: str | None) -> Identity:
+    if version is not None:
+        cur = read_current(ws, note_id)
+        if cur.version != version:
+            raise mismatch(note_id, version)
+        return cur.ident
+    try:
+        return ws.root.stat_note(note_id)
+    except FsError as exc:
+        raise ToolFailure(fs_message(exc, note_id)) from None
+
+
+def _may_read(env: NotesEnv, call: Call, uri: str) -> Opened | None:
+    try:
+        return env.open(call, uri, "read")
+    except ToolFailure:
+        return None
+
+
+def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]:
+    @guarded
+    def notes_move(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        ws = env.open(call, args["workspaceUri"], "write")
+        note_id = env.note_id(args["id"])
+        new_id = env.note_id(args["newId"])
+        update_links = args.get("updateLinks") is True
+        version = expected_version(args)
+        name = ws.workspace.name
+        refusal = mover.unavailable(name)
+        if refusal is not None:
+            raise ToolFailure(f"moving is refused in this workspace: {refusal}")
+        if new_id == note_id:
+            raise ToolFailure(f"a note already exists at {shown_id(new_id, 300)}")
+        expected = _source_identity(ws, note_id, version)
+        reader = _may_read(env, call, args["workspaceUri"])
+        links = _backlinks(env, reader, note_id, new_id, update_links) if reader else None
+        try:
+            ident = mover.move(name, note_id, new_id, expected)
+        except FsError as exc:
+            failed = new_id if isinstance(exc, NoteExists) else note_id
+            raise ToolFailure(fs_message(exc, failed)) from None
+        finally:
+            env.cache.forget(name, note_id)
+            env.cache.forget(name, new_id)
+        if links is not None and update_links:
+            _rewrite(env, ws, writer, links)
+        return _result(note_id, new_id, ident, links, update_links)
+
+    return [
+        ToolSpec(
+            name="notes_move",
+            title="Move or rename a note",
+            description="Move (rename) a note within its workspace; missing folders are "
+            "created. Never overwrites: fails if a note already exists at newId. The notes "
+            "that link to it are listed; with updateLinks their wikilinks are rewritten.",
+            properties={
+                "workspaceUri": WORKSPACE_URI,
+                "id": NOTE_ID,
+                "newId": {**NOTE_ID, "description": "The note's new id (path ending in .md)"},
+                "updateLinks": {
+                    "type": "boolean",
+                    "description": "Rewrite the wikilinks that point to the note (default false)",
+                },
+                "expectedVersion": VERSION_ARG,
+            },
+            required=("workspaceUri", "id", "newId"),
+            read_only=False,
+            destructive=False,
+            idempotent=False,
+            handler=notes_move,
+        )
+    ]
+
+
+def _result(
+    note_id: str, new_id: str, ident: Identity, links: list[Backlink] | None, update: bool
+) -> dict[str, Any]:
+    lines = [f"moved {shown_id(note_id, 300)} to {shown_id(new_id, 300)} ({ident.size} bytes)"]
+    listed: list[dict[str, Any]] | None = None
+    if links is None:
+        lines.append("links to it: not examined (no read permission in this workspace)")
+    else:
+        listed = []
+        lines.append(f"notes linking to it: {len(links)}" + (":" if links else ""))
+        for link in links:
+            entry: dict[str, Any] = {
+                "id": link.id,
+                "wikilinks": link.links,
+                "updated": link.updated,
+            }
+            if link.reason is not None:
+                entry["reason"] = link.reason
+            listed.append(entry)
+            state = "rewritten" if link.updated else ("not rewritten" if update else "unchanged")
+            why = f" ({link.reason})" if link.reason else ""
+            lines.append(f"- {isolated(shown_id(link.id))}: {link.links} wikilink(s), {state}{why}")
+    structured: dict[str, Any] = {
+        "id": note_id,
+        "newId": new_id,
+        "size": ident.size,
+        "backlinks": listed,
+        "linksUpdated": update,
+    }
+    return CallToolResult(
+        content=[TextContent(text="\n".join(lines))], structured_content=structured
+    ).wire()

@@ -1,0 +1,168 @@
+"""Note versions in the tools: a note read with its version, and the one compare-and-write that
+every versioned write goes through (notes_update with expectedVersion, every notes_append and
+notes_edit; notes_move may use it too).
+
+Guarantees: `write_if` writes only when the note's bytes, read here through the root handle
+(layer 2: contained, a regular file with one link, read whole under one identity that did not
+change during the read), have the version the caller expects (`fs_notes.fs.version`), or any
+version when it expects none (an append or edit still compares with what it read). The write
+then goes through the writer (the confined write worker under `serve`, which has no right to
+read files) with that identity as ``expected``: the filesystem layer inside the writer compares
+it with the note's lstat before the temp file is written and again right before the rename
+(`WorkspaceRoot.update_note`). So a note changed, replaced, swapped for a symlink or hard-linked
+between this read and the rename is refused there (IdentityChanged) and nothing is written; the
+read is then done again, since the bytes may not have changed (a touch, a chmod), at most
+`ATTEMPTS` times. A version that does not match is a `ToolFailure` with data
+``{"error": "versionMismatch", "id", "expectedVersion"}``; nothing is written.
+
+Does not (decided, not overlooked): notice a change that keeps all five identity fields
+(fs/identity.py) between the read and the rename; protect a program outside fs-notes that writes
+in place through an fd it opened before our rename (its bytes go to the replaced file); lock
+anything: of two fs-notes writers racing on one note, one is refused (and an append or edit
+without expectedVersion is then applied again to the new content).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..fs import FsError, Identity, IdentityChanged, TooLarge
+from ..fs.version import is_version, note_version
+from ..render import shown_id
+from .context import Opened, ToolFailure, fs_message
+
+ATTEMPTS = 3
+
+VERSION_ARG: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 64,
+    "description": "The note's version as notes_read (or the last write) returned it: the write "
+    "is refused, and nothing written, if the note changed since",
+}
+
+
+class Writer(Protocol):
+    """What this module uses of a `write_tools.NoteWriter` (which imports this module)."""
+
+    def update(
+        self, workspace: str, relpath: str, data: bytes, *, expected: Identity | None = None
+    ) -> Identity: ...
+    def unavailable(self, workspace: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Current:
+    """A note's bytes, the identity they were read under, and their version."""
+
+    data: bytes
+    ident: Identity
+    version: str
+
+
+@dataclass(frozen=True)
+class Written:
+    """What `write_if` did: the note before, the bytes now there and their identity (None:
+    nothing needed writing)."""
+
+    before: Current
+    data: bytes
+    ident: Identity | None
+
+    @property
+    def version(self) -> str:
+        if self.ident is None:
+            return self.before.version
+        return note_version(self.ident, self.data)
+
+
+def expected_version(args: dict[str, Any]) -> str | None:
+    """The client's expectedVersion, if it passed one (ToolFailure if it is not a version)."""
+    raw = args.get("expectedVersion")
+    if raw is None:
+        return None
+    if not is_version(raw):
+        raise ToolFailure(
+            "invalid expectedVersion: pass the version notes_read returned "
+            '("v1:" and 32 hexadecimal digits)'
+        )
+    return str(raw)
+
+
+def load_current(ws: Opened, note_id: str) -> Current:
+    """The note's bytes (at most the workspace's read limit: TooLarge past it) and version."""
+    data, ident = ws.root.read_note(note_id, max_bytes=ws.workspace.read_limit)
+    return Current(data, ident, note_version(ident, data))
+
+
+def read_current(ws: Opened, note_id: str) -> Current:
+    """`load_current` for a write: its refusals as ToolFailure."""
+    try:
+        return load_current(ws, note_id)
+    except TooLarge:
+        raise ToolFailure(
+            f"refused: {shown_id(note_id, 300)} is above this workspace's read limit of "
+            f"{ws.workspace.read_limit} bytes, so it cannot be edited or appended to here "
+            "(nothing was written)"
+        ) from None
+    except FsError as exc:
+        raise ToolFailure(fs_message(exc, note_id)) from None
+
+
+def mismatch(note_id: str, expected: str) -> ToolFailure:
+    return ToolFailure(
+        f"refused: {shown_id(note_id, 300)} changed since version {expected}; nothing was "
+        "written: read it again (notes_read) and retry with its new version",
+        {"error": "versionMismatch", "id": note_id, "expectedVersion": expected},
+    )
+
+
+def require_writable(writer: Writer, ws: Opened) -> None:
+    """Refuse before anything else when the writer says writing is unavailable here."""
+    refusal = writer.unavailable(ws.workspace.name)
+    if refusal is not None:
+        raise ToolFailure(f"writing is refused in this workspace: {refusal}")
+
+
+def write_if(
+    ws: Opened,
+    writer: Writer,
+    note_id: str,
+    expected: str | None,
+    make: Callable[[Current], bytes | None],
+    *,
+    forget: Callable[[], None],
+) -> Written:
+    """Read the note, check ``expected``, write ``make(current)`` (None: nothing to write) only
+    if the note is still the file read (see the module docstring); ``forget()`` drops what the
+    caches hold of the note after a write was tried."""
+    limit = ws.workspace.read_limit
+    for _ in range(ATTEMPTS):
+        current = read_current(ws, note_id)
+        if expected is not None and current.version != expected:
+            raise mismatch(note_id, expected)
+        data = make(current)
+        if data is None:
+            return Written(current, current.data, None)
+        if len(data) > limit:
+            raise ToolFailure(
+                f"refused: {shown_id(note_id, 300)} would be {len(data)} bytes, above this "
+                f"workspace's read limit of {limit} bytes; nothing was written"
+            )
+        try:
+            ident = writer.update(ws.workspace.name, note_id, data, expected=current.ident)
+        except IdentityChanged:
+            continue  # changed between our read and the writer's check: read it again
+        except FsError as exc:
+            raise ToolFailure(fs_message(exc, note_id)) from None
+        finally:
+            forget()
+        return Written(current, data, ident)
+    raise ToolFailure(
+        f"refused: {shown_id(note_id, 300)} kept changing while it was being written; nothing "
+        "was written: read it again",
+        {"error": "noteBusy", "id": note_id},
+    )
+

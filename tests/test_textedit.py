@@ -1,0 +1,125 @@
+"""notes_edit's pure text operations (fs_notes/tools/textedit.py) and the array arguments it
+needs (fs_notes/protocol/argcheck.py, checked against the reference jsonschema)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fs_notes.protocol.argcheck import ArgumentError, check_schema, validate
+from fs_notes.tools.textedit import Edit, EditRefused, apply_edits, unified_diff
+
+# (text, edits as (old, new), the result or (index, reason, matches) of the refusal)
+CASES: list[tuple[str, list[tuple[str, str]], str | tuple[int, str, int]]] = [
+    ("hello world", [("world", "there")], "hello there"),
+    ("a b c", [("c", "C"), ("a", "A")], "A b C"),  # applied to the note as read, in any order
+    ("a b", [("a", "b"), ("b", "c")], "b c"),  # not one after the other: no chaining
+    ("abc", [("b", "")], "ac"),
+    ("x", [("x", "x")], "x"),
+    ("abc", [("d", "e")], (0, "notFound", 0)),
+    ("ok then", [("ok", "OK"), ("zz", "y")], (1, "notFound", 0)),
+    ("a a a", [("a", "b")], (0, "ambiguous", 3)),
+    ("aaa", [("aa", "b")], (0, "ambiguous", 2)),  # overlapping occurrences count too
+    ("abcd", [("bc", "x"), ("cd", "y")], (1, "overlaps", 1)),
+    ("abcd", [("cd", "y"), ("abc", "x")], (1, "overlaps", 1)),
+    ("abc", [("", "x")], (0, "empty", 0)),
+]
+
+
+@pytest.mark.parametrize(("text", "edits", "outcome"), CASES)
+def test_every_edit_applies_exactly_once_or_nothing_does(
+    text: str, edits: list[tuple[str, str]], outcome: str | tuple[int, str, int]
+) -> None:
+    parsed = [Edit(old, new) for old, new in edits]
+    if isinstance(outcome, str):
+        assert apply_edits(text, parsed) == outcome
+        return
+    with pytest.raises(EditRefused) as info:
+        apply_edits(text, parsed)
+    assert (info.value.index, info.value.reason, info.value.matches) == outcome
+
+
+def test_refusals_say_which_edit_and_how_many_matches() -> None:
+    with pytest.raises(EditRefused, match=r"^edits\[0\]: oldText matches 3 times; it must"):
+        apply_edits("a a a", [Edit("a", "b")])
+    with pytest.raises(EditRefused, match=r"^edits\[1\]: oldText was not found \(0 matches\)"):
+        apply_edits("a", [Edit("a", "b"), Edit("q", "r")])
+    with pytest.raises(EditRefused, match=r"^edits\[1\]: oldText overlaps the text of edits\[0\]$"):
+        apply_edits("abcd", [Edit("bc", "x"), Edit("cd", "y")])
+    with pytest.raises(EditRefused, match=r"matches more than 1000 times"):
+        apply_edits("a" * 5000, [Edit("a", "b")])
+
+
+def test_the_diff_names_the_note_safely_and_marks_a_missing_last_newline() -> None:
+    assert unified_diff("a\nb\n", "a\nb\n", "n.md") == ""
+    assert unified_diff("a\nb\nc", "a\nB\nc", "x.md") == (
+        "--- a/x.md\n+++ b/x.md\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n\\ No newline at end of file\n"
+    )
+    # An id with a control character and a line separator in the text: the id is escaped in
+    # the file names, and U+2028 does not cut a line (only "\n" does).
+    diff = unified_diff("x\u2028y\n", "z\n", "evil\x1b[2J.md")
+    assert diff.splitlines()[:2] == ["--- a/evil\\u001b[2J.md", "+++ b/evil\\u001b[2J.md"]
+    assert "-x\u2028y\n+z\n" in diff
+
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "edits": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 2,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "o": {"type": "string", "minLength": 1, "maxLength": 3},
+                    "n": {"type": "string", "maxLength": 3},
+                },
+                "required": ["o", "n"],
+                "additionalProperties": False,
+            },
+        },
+        "d": {"type": "boolean"},
+    },
+    "required": ["edits"],
+    "additionalProperties": False,
+}
+
+_leaf = st.none() | st.booleans() | st.integers(-2, 2) | st.text(max_size=4)
+_item = st.dictionaries(st.sampled_from(["o", "n", "x"]), _leaf, max_size=3) | _leaf
+_edits = st.lists(_item, max_size=3) | _leaf
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(["edits", "d", "x"]), _edits, max_size=3))
+def test_array_arguments_agree_with_the_reference_jsonschema(arguments: Any) -> None:
+    check_schema(SCHEMA)
+    reference = jsonschema.Draft202012Validator(SCHEMA).is_valid(arguments)
+    try:
+        validate(SCHEMA, arguments)
+        ours = True
+    except ArgumentError:
+        ours = False
+    assert ours == reference
+
+
+def test_array_errors_name_the_item_and_nested_arrays_are_refused() -> None:
+    with pytest.raises(ArgumentError, match=r"^argument 'edits\[1\]' is missing 'n'$"):
+        validate(SCHEMA, {"edits": [{"o": "a", "n": "b"}, {"o": "c"}]})
+    with pytest.raises(ArgumentError, match=r"^argument 'edits\[0\].o' must be at most 3"):
+        validate(SCHEMA, {"edits": [{"o": "abcd", "n": "b"}]})
+    with pytest.raises(ArgumentError, match=r"^argument 'edits' must have at least 1 items$"):
+        validate(SCHEMA, {"edits": []})
+    items = SCHEMA["properties"]["edits"]["items"]
+    for bad in (
+        {"type": "array", "items": {"type": "array"}},
+        {"type": "array", "items": {**items, "additionalProperties": True}},
+        {"type": "array", "items": {**items, "properties": {"o": {"type": "array"}}}},
+        {"type": "array"},
+    ):
+        with pytest.raises(ValueError):
+            check_schema({**SCHEMA, "properties": {"edits": bad}})
