@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from wire import REPO, HttpServer, child_env, write_secret
@@ -89,3 +90,37 @@ def test_http_logs_where_it_listens_and_never_the_token(tmp_path: Path) -> None:
     assert any(m.startswith("principal ") and m.endswith(" (token): notes: delete, read, write")
                for m in info)  # fmt: skip
     assert token not in log
+
+
+def test_a_name_planted_at_the_port_files_temporary_name_is_not_followed(tmp_path: Path) -> None:
+    """A reviewer's finding: the port was written through `PORT.tmp`, following a symlink
+    another user planted there (and overwriting its target as root)."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "port.tmp").symlink_to(victim)  # the old temporary name
+    token = "tok-" + "y" * 28
+    write_secret(tmp_path / "token", token)
+    port_file = folder / "port"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fs_notes", "serve", str(notes), "--http", "127.0.0.1:0",
+         "--token-file", str(tmp_path / "token"), "--replay-db", str(tmp_path / "r2.db"),
+         "--port-file", str(port_file)],
+        cwd=REPO, env=child_env(), stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not port_file.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        assert port_file.is_file() and not port_file.is_symlink()
+        assert int(port_file.read_text()) > 0
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    assert victim.read_text() == "precious\n"  # the planted link's target is untouched
+    assert (folder / "port.tmp").is_symlink()  # and the planted name was left alone
+    leftovers = [p.name for p in folder.iterdir() if p.name not in ("port", "port.tmp")]
+    assert leftovers == []
