@@ -1,0 +1,106 @@
+"""Move, append, edit and init in this process (the dispatcher as `serve` builds it, tools acting
+in-process): the same outcomes the subprocess tests see, where coverage can measure them."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inprocess import InProcess
+
+from fs_notes.cli import main
+from fs_notes.policy import Policy
+from fs_notes.policy_file import load_policy
+from fs_notes.rounds.seal import KeyRing
+
+KEYS = KeyRing([("k1", bytes(range(32)))])
+
+
+@pytest.fixture
+def srv(tmp_path: Path) -> Any:
+    ws = tmp_path / "notes"
+    (ws / "projects").mkdir(parents=True)
+    (ws / "plan.md").write_text("# Plan\n\nSee [[board]] and [[board|the board]].\n")
+    (ws / "projects" / "board.md").write_text("# Board\n\n- one\n- two\n")
+    (tmp_path / "outside.md").write_text("# Outside\n")
+    policy = Policy.for_single_workspace(str(ws), "me", token_sha256=None)
+    (tmp_path / "state").mkdir()
+    server: Any = InProcess(policy, tmp_path / "state", keyring=KEYS, clock=time.time)
+    server.ws = ws
+    server.me = policy.local_principal()
+    yield server
+    server.close()
+
+
+def _call(srv: Any, name: str, **args: Any) -> dict[str, Any]:
+    result: dict[str, Any] = srv.call(srv.me, name, {"workspaceUri": srv.ws.as_uri(), **args})
+    answer: dict[str, Any] = result["result"]
+    return answer
+
+
+def test_a_move_renames_rewrites_wikilinks_and_never_overwrites(srv: Any, tmp_path: Path) -> None:
+    ws = srv.ws
+    before = os.stat(ws / "projects" / "board.md")
+    moved = _call(srv, "notes_move", id="projects/board.md", newId="done/board.md",
+                  updateLinks=True)  # fmt: skip
+    assert moved.get("isError") is not True, moved
+    assert not (ws / "projects" / "board.md").exists()
+    assert os.stat(ws / "done" / "board.md").st_ino == before.st_ino
+    assert (ws / "plan.md").read_text() == (
+        "# Plan\n\nSee [[done/board]] and [[done/board|the board]].\n"
+    )
+    assert moved["structuredContent"]["backlinks"] == [
+        {"id": "plan.md", "wikilinks": 2, "updated": True}
+    ]
+    onto = _call(srv, "notes_move", id="plan.md", newId="done/board.md")
+    assert onto["isError"] is True and "already exists" in onto["content"][0]["text"]
+    assert (ws / "plan.md").exists() and (ws / "done" / "board.md").read_text().startswith("# B")
+    out = _call(srv, "notes_move", id="plan.md", newId="../outside.md")
+    assert out["isError"] is True
+    assert (tmp_path / "outside.md").read_text() == "# Outside\n" and (ws / "plan.md").exists()
+
+
+def test_append_and_edit_with_versions(srv: Any) -> None:
+    path = srv.ws / "projects" / "board.md"
+    version = _call(srv, "notes_read", id="projects/board.md")["structuredContent"]["version"]
+    appended = _call(srv, "notes_append", id="projects/board.md", text="- three\n",
+                     expectedVersion=version)  # fmt: skip
+    assert appended.get("isError") is not True, appended
+    assert path.read_text() == "# Board\n\n- one\n- two\n- three\n"
+    stale = _call(srv, "notes_edit", id="projects/board.md", expectedVersion=version,
+                  edits=[{"oldText": "one", "newText": "1"}])  # fmt: skip
+    assert stale["isError"] is True
+    assert stale["structuredContent"]["error"] == "versionMismatch"
+    ambiguous = _call(srv, "notes_edit", id="projects/board.md",
+                      edits=[{"oldText": "- ", "newText": "* "}])  # fmt: skip
+    assert ambiguous["isError"] is True and "edits[0]" in ambiguous["content"][0]["text"]
+    dry = _call(srv, "notes_edit", id="projects/board.md", dryRun=True,
+                edits=[{"oldText": "- two", "newText": "- 2"}])  # fmt: skip
+    assert "\n-- two\n+- 2\n" in dry["structuredContent"]["diff"]
+    assert path.read_text() == "# Board\n\n- one\n- two\n- three\n"  # a dry run writes nothing
+    done = _call(srv, "notes_edit", id="projects/board.md",
+                 edits=[{"oldText": "- two", "newText": "- 2"}])  # fmt: skip
+    assert done.get("isError") is not True, done
+    assert path.read_text() == "# Board\n\n- one\n- 2\n- three\n"
+
+
+def test_init_in_process_writes_a_policy_serve_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    cfg = tmp_path / "cfg"
+    assert main(["init", str(notes), "--config-dir", str(cfg), "--name", "me"]) == 0
+    printed = capsys.readouterr().out
+    assert "bearer token (shown only now" in printed
+    assert stat.S_IMODE((cfg / "policy.toml").stat().st_mode) == 0o600
+    assert [ws.path for ws in load_policy(str(cfg / "policy.toml")).workspaces] == [str(notes)]
+    assert KeyRing.from_file(cfg / "state.keys").kids
+    assert main(["init", str(notes), "--config-dir", str(cfg)]) == 2  # never over a file
+    assert "already exists" in capsys.readouterr().err
+    assert main(["init", "--example", "single-user"]) == 0
+    assert capsys.readouterr().out.startswith("# fs-notes policy for one person")
