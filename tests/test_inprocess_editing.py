@@ -18,6 +18,7 @@ from fs_notes.policy_file import load_policy
 from fs_notes.rounds.seal import KeyRing
 
 KEYS = KeyRing([("k1", bytes(range(32)))])
+STALE = "v1:" + "0" * 32
 
 
 @pytest.fixture
@@ -104,3 +105,45 @@ def test_init_in_process_writes_a_policy_serve_reads(
     assert "already exists" in capsys.readouterr().err
     assert main(["init", "--example", "single-user"]) == 0
     assert capsys.readouterr().out.startswith("# fs-notes policy for one person")
+
+
+def test_a_write_only_principal_cannot_read_a_note_through_edit_append_or_versions(
+    tmp_path: Path,
+) -> None:
+    """A reviewer's finding: notes_edit's diff (even a dry run) and match counts, and the
+    versions, showed a note to a principal granted write but not read."""
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    secret = ws / "payroll.md"
+    secret.write_text("# Payroll\nbob: 95000\n")
+    policy_file = tmp_path / "p.toml"
+    policy_file.write_text(
+        '[[principal]]\nname = "bot"\nlocal = true\n\n'
+        f'[[workspace]]\nname = "notes"\npath = "{ws}"\n\n'
+        '[[grant]]\nprincipal = "bot"\nworkspace = "notes"\noperations = ["write"]\n'
+    )
+    policy = load_policy(str(policy_file))
+    (tmp_path / "state").mkdir()
+    srv: Any = InProcess(policy, tmp_path / "state", keyring=KEYS, clock=time.time)
+    srv.ws, srv.me = ws, policy.local_principal()
+    try:
+        refused = [
+            _call(srv, "notes_edit", id="payroll.md", dryRun=True,
+                  edits=[{"oldText": "bob", "newText": "bob?"}]),
+            _call(srv, "notes_edit", id="payroll.md", edits=[{"oldText": "\n", "newText": ""}]),
+            _call(srv, "notes_append", id="payroll.md", text=""),
+            _call(srv, "notes_update", id="payroll.md", content="x", expectedVersion=STALE),
+            _call(srv, "notes_move", id="payroll.md", newId="p.md", expectedVersion=STALE),
+        ]  # fmt: skip
+        for result in refused:
+            assert result["isError"] is True
+            text = result["content"][0]["text"]
+            assert text == 'operation "read" is not permitted in this workspace'
+            assert "95000" not in str(result) and "structuredContent" not in result
+        assert secret.read_text() == "# Payroll\nbob: 95000\n" and not (ws / "p.md").exists()
+        # positive control: what write alone allows still works
+        replaced = _call(srv, "notes_update", id="payroll.md", content="# Payroll\n")
+        assert replaced.get("isError") is not True, replaced
+        assert secret.read_text() == "# Payroll\n"
+    finally:
+        srv.close()

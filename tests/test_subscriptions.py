@@ -386,3 +386,22 @@ def test_http_listen_is_an_sse_stream_closed_by_the_client(tmp_path: Path) -> No
         assert "Traceback" not in server.log_path.read_text()
     finally:
         server.close()
+
+
+def test_a_listen_reopened_after_all_closed_is_told_of_the_next_edit(
+    live: tuple[Live, Path, Path],
+) -> None:
+    """A reviewer's finding: once every listen had closed, the watcher thread slept on its wake
+    pipe alone, and a listen opened then heard nothing until some other open or close."""
+    client, notes, _ = live
+    uri = (notes / "a.md").as_uri()
+    client.server.send(listen(1, resourceSubscriptions=[uri]))
+    client.until(acked(1), "the first acknowledgment")
+    (notes / "a.md").write_text("# A\n\nfirst edit\n")
+    client.until(updated(1, uri), "updated (positive control: the first listen)")
+    client.server.send(cancel(1))
+    client.quiet(0.5)
+    client.server.send(listen(2, resourceSubscriptions=[uri]))
+    client.until(acked(2), "the second acknowledgment")
+    (notes / "a.md").write_text("# A\n\nsecond edit\n")
+    client.until(updated(2, uri), "updated on the reopened listen")

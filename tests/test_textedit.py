@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fs_notes.protocol.argcheck import ArgumentError, check_schema, validate
-from fs_notes.tools.textedit import Edit, EditRefused, apply_edits, unified_diff
+from fs_notes.tools.textedit import Edit, EditRefused, apply_edits, count_matches, unified_diff
 
 # (text, edits as (old, new), the result or (index, reason, matches) of the refusal)
 CASES: list[tuple[str, list[tuple[str, str]], str | tuple[int, str, int]]] = [
@@ -123,3 +123,44 @@ def test_array_errors_name_the_item_and_nested_arrays_are_refused() -> None:
     ):
         with pytest.raises(ValueError):
             check_schema({**SCHEMA, "properties": {"edits": bad}})
+
+
+def _plain_diff(before: str, after: str, name: str) -> str:
+    import difflib
+
+    from fs_notes.tools.textedit import NO_NEWLINE, _lines
+
+    out: list[str] = []
+    for line in difflib.unified_diff(_lines(before), _lines(after), f"a/{name}", f"b/{name}"):
+        out.append(line)
+        if not line.endswith("\n"):
+            out += ("\n", NO_NEWLINE)
+    return "".join(out)
+
+
+@given(
+    st.lists(st.sampled_from(["a\n", "b\n", "c\n", "# H\n", "\n", "x"]), max_size=40),
+    st.lists(st.sampled_from(["a\n", "b\n", "z\n", "\n", "y"]), max_size=6),
+    st.integers(min_value=0, max_value=40),
+    st.integers(min_value=0, max_value=6),
+)
+def test_the_bounded_diff_is_the_whole_note_diff(
+    lines: list[str], inserted: list[str], at: int, cut: int
+) -> None:
+    """Comparing only the changed region gives the same diff, numbered as the whole note."""
+    before = "".join(lines)
+    at = min(at, len(lines))
+    after = "".join(lines[:at] + inserted + lines[at + cut :])
+    assert unified_diff(before, after, "n.md") == _plain_diff(before, after, "n.md")
+
+
+def test_a_huge_or_pathological_change_is_summarised_and_counting_is_linear() -> None:
+    import random
+
+    rng = random.Random(3)
+    values = [f"line {i % 101}\n" for i in range(40_000)]
+    shuffled = values[:]
+    rng.shuffle(shuffled)
+    diff = unified_diff("".join(values), "".join(shuffled), "big.md")
+    assert diff.startswith("--- a/big.md\n+++ b/big.md\n(the diff is not shown: lines ")
+    assert count_matches("a" * (4 << 20), "a" * (1 << 20)) == (0, 4)

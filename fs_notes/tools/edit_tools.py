@@ -54,6 +54,7 @@ def _edits(raw: list[dict[str, Any]]) -> list[Edit]:
 def build(env: NotesEnv, writer: Writer) -> list[ToolSpec]:
     @guarded
     def notes_append(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        env.open(call, args["workspaceUri"], "read")  # it reads the note: read, and write
         ws = env.open(call, args["workspaceUri"], "write")
         note_id = env.note_id(args["id"])
         tail = args["text"].encode("utf-8")
@@ -78,6 +79,7 @@ def build(env: NotesEnv, writer: Writer) -> list[ToolSpec]:
 
     @guarded
     def notes_edit(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        env.open(call, args["workspaceUri"], "read")  # its diff and match counts show the note
         ws = env.open(call, args["workspaceUri"], "write")
         note_id = env.note_id(args["id"])
         edits = _edits(args["edits"])

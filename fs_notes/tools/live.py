@@ -183,6 +183,7 @@ class LiveNotes:
             self._subs[sub.serial] = sub
             deliver(acknowledged(sub.sub_id, wanted))  # before the thread can deliver anything
             self._start()
+            self._wake()  # an idle thread polls only what it knew: make it see the new watches
         log.info(
             "subscriptions/listen id=%r opened: %d notes in %d workspaces, list changes: %s",
             sub.sub_id,

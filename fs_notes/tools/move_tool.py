@@ -171,6 +171,8 @@ def _may_read(env: NotesEnv, call: Call, uri: str) -> Opened | None:
 def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]:
     @guarded
     def notes_move(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        if "expectedVersion" in args:  # comparing versions reads the note: read, and write
+            env.open(call, args["workspaceUri"], "read")
         ws = env.open(call, args["workspaceUri"], "write")
         note_id = env.note_id(args["id"])
         new_id = env.note_id(args["newId"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -55,18 +56,15 @@ class EditRefused(Exception):
 
 
 def count_matches(text: str, old: str, cap: int = MAX_COUNTED) -> tuple[int, int]:
-    """(where ``old`` first occurs or -1, how many times it occurs, overlapping ones too, up to
-    ``cap`` + 1)."""
+    """(where ``old`` first occurs or -1, how many times it occurs: 0, 1, or, past one, the
+    number of non-overlapping occurrences, at least 2, capped at ``cap`` + 1). Linear in
+    ``text``: overlapping occurrences are not counted one by one (that was quadratic)."""
     first = text.find(old)
     if first < 0:
         return -1, 0
-    n, at = 1, first
-    while n <= cap:
-        at = text.find(old, at + 1)
-        if at < 0:
-            break
-        n += 1
-    return first, n
+    if text.find(old, first + 1) < 0:
+        return first, 1
+    return first, min(cap + 1, max(2, text.count(old)))
 
 
 def apply_edits(text: str, edits: Sequence[Edit]) -> str:
@@ -105,19 +103,53 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
+MAX_DIFF_LINES = 5000
+"""difflib is quadratic on some inputs: past this many changed lines (both sides, after the
+common first and last lines are set aside) the diff is summarised instead."""
+_HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
+
+
 def unified_diff(before: str, after: str, note_id: str, context: int = 3) -> str:
-    """The unified diff from ``before`` to ``after``, named a/<id> and b/<id>; "" if equal."""
+    """The unified diff from ``before`` to ``after``, named a/<id> and b/<id>; "" if equal.
+    Only the region between the common first and last lines is compared (with ``context``
+    lines around it), so the work is bounded by what changed, and by `MAX_DIFF_LINES`."""
     name = shown_id(note_id, 300)
-    lines = difflib.unified_diff(
-        _lines(before),
-        _lines(after),
-        fromfile=f"a/{name}",
-        tofile=f"b/{name}",
-        n=context,
-    )
+    old, new = _lines(before), _lines(after)
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    start = max(0, head - context)
+    old_mid, new_mid = old[start : len(old) - tail], new[start : len(new) - tail]
+    if len(old_mid) + len(new_mid) > MAX_DIFF_LINES + 2 * context:
+        return (
+            f"--- a/{name}\n+++ b/{name}\n(the diff is not shown: lines {head + 1} to "
+            f"{len(old) - tail} of {len(old)} were replaced by {len(new) - tail - head} lines)\n"
+        )
+    keep = min(context, tail)  # context after the change, from the common tail
+    old_mid += old[len(old) - tail : len(old) - tail + keep]
+    new_mid += new[len(new) - tail : len(new) - tail + keep]
+    lines = difflib.unified_diff(old_mid, new_mid, fromfile=f"a/{name}", tofile=f"b/{name}",
+                                 n=context)  # fmt: skip
     out: list[str] = []
     for line in lines:
-        out.append(line)
+        out.append(_shifted(line, start))
         if not line.endswith("\n"):  # the last line of one side, without its newline
             out += ("\n", NO_NEWLINE)
     return "".join(out)
+
+
+def _shifted(line: str, by: int) -> str:
+    """A hunk header of the compared region, renumbered as lines of the whole note."""
+    m = _HUNK.match(line)
+    if m is None or by == 0:
+        return line
+
+    def at(number: str, count: str | None) -> str:
+        n = int(number)
+        return str(n + by if n or count != ",0" else by)
+
+    old_at, new_at = at(m.group(1), m.group(2)), at(m.group(3), m.group(4))
+    return f"@@ -{old_at}{m.group(2) or ''} +{new_at}{m.group(4) or ''} @@{line[m.end():]}"

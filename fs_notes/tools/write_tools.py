@@ -59,6 +59,8 @@ class DirectWriter:
 
 def build(env: NotesEnv, writer: NoteWriter) -> list[ToolSpec]:
     def write(call: Call, args: dict[str, Any], verb: str) -> dict[str, Any]:
+        if "expectedVersion" in args:  # comparing versions reads the note: read, and write
+            env.open(call, args["workspaceUri"], "read")
         ws = env.open(call, args["workspaceUri"], "write")
         note_id = env.note_id(args["id"])
         data = args["content"].encode("utf-8")
