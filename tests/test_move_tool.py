@@ -138,9 +138,8 @@ def test_expected_version_must_match(vault: Path) -> None:
         read = server.ask(
             call_tool(1, "notes_read", {"workspaceUri": _uri(vault), "id": "other.md"})
         )["result"]["structuredContent"]
-        version = read.get("version")
-        if version is None:
-            pytest.skip("notes_read does not return versions yet")
+        version = read["version"]
+        assert version.startswith("v1:")
         stale = "v1:" + "0" * 32
         res = _move(server, 2, vault, id="other.md", newId="o2.md", expectedVersion=stale)
         assert res["isError"] is True and "changed since version" in res["content"][0]["text"]
