@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from protocol import Row, StdioClient, print_table
 
@@ -95,9 +96,9 @@ def through_server(root: Path, runs: int, kib: int) -> tuple[list[float], list[f
         edits = []
         for n in range(runs + 2):
             edit = {"oldText": f"marker {n}\n", "newText": f"marker {n + 1}\n"}
-            args = {"workspaceUri": uri, "id": "e.md", "edits": [edit]}
+            asked: dict[str, Any] = {"workspaceUri": uri, "id": "e.md", "edits": [edit]}
             start = time.perf_counter()
-            result = client.tool("notes_edit", args)
+            result = client.tool("notes_edit", asked)
             took = time.perf_counter() - start
             if result.get("isError"):
                 raise RuntimeError(f"notes_edit failed: {result}")
@@ -125,13 +126,28 @@ def main() -> int:
         move, edit = statistics.median(moves), statistics.median(edits)
         rows = [
             Row("raw renameat2(RENAME_NOREPLACE) (baseline)", raw_move, "s", None),
-            Row("notes_move through the confined worker, median", move, "s", None,
-                note=f"{len(moves)} moves; max {max(moves) * 1000:.1f} ms"),  # fmt: skip
-            Row("notes_move / raw renameat2", move / raw_move, "x", None,
-                note="the tool also checks identities, fsyncs both folders, crosses a pipe"),  # fmt: skip
+            Row(
+                "notes_move through the confined worker, median",
+                move,
+                "s",
+                None,
+                note=f"{len(moves)} moves; max {max(moves) * 1000:.1f} ms",
+            ),
+            Row(
+                "notes_move / raw renameat2",
+                move / raw_move,
+                "x",
+                None,
+                note="the tool also checks identities, fsyncs both folders, crosses a pipe",
+            ),
             Row("raw edit: read, replace, temp, fsync, rename (baseline)", raw_edit, "s", None),
-            Row("notes_edit through the confined worker, median", edit, "s", None,
-                note=f"{len(edits)} edits of a {args.kib} KiB note"),  # fmt: skip
+            Row(
+                "notes_edit through the confined worker, median",
+                edit,
+                "s",
+                None,
+                note=f"{len(edits)} edits of a {args.kib} KiB note",
+            ),
             Row("notes_edit / raw edit", edit / raw_edit, "x", None),
         ]
         print_table("move and edit over stdio, confined write worker", rows)
