@@ -24,6 +24,9 @@ state folder, and measures:
 Then the per-note cost at the small and the large size, to show whether cost grows linearly.
 --profile prints a cProfile of the warm searches and of one notes_list page on the largest set,
 in-process. Prints a table with targets and PASS/MISS; exits 1 on any MISS.
+The move and edit latencies issue 17 names for this file are measured by benchmarks/editing.py
+(notes_move and notes_edit through the confined write worker, against a raw renameat2 and a raw
+edit in the same run): a benchmark of its own, since this one is about the index.
 """
 
 from __future__ import annotations

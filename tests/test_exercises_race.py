@@ -1,7 +1,8 @@
-"""The race harness, short: renameat2 swaps against reads, listings and whole delete flows.
+"""The race harness, short: renameat2 swaps against reads, listings, whole delete flows and
+notes_move flows (into, out of and within the swapped folder, and of the swapped note).
 
-With every layer on: zero escapes. The control (validate-then-use under the same attackers) must
-escape, or the harness would be unable to see an escape at all.
+With every layer on: zero escapes. The control (validate-then-use reads and moves under the same
+attackers) must escape, or the harness would be unable to see an escape at all.
 """
 
 from __future__ import annotations
@@ -27,11 +28,23 @@ def test_the_attackers_really_swapped_and_reads_and_listings_went_both_ways(
     race: dict[str, Any],
 ) -> None:
     assert race["attackers"] == 2 and race["swaps"] > 1000
-    assert race["by_operation"]["delete"]["attempts"] == 75
-    for kind in ("read", "list"):  # served when the folder was real, refused when a symlink
+    assert race["by_operation"]["delete"]["attempts"] == 60
+    for kind in ("read", "list", "move"):  # served when the folder was real, refused when not
         counts = race["by_operation"][kind]
         assert 0 < counts["refused"] < counts["attempts"], (kind, counts)
 
 
+def test_moves_were_driven_on_every_route_and_some_were_done(race: dict[str, Any]) -> None:
+    assert race["by_operation"]["move"]["attempts"] == 60
+    assert race["moves"] >= 60 and 0 < race["moved"] < race["moves"], race["move_routes"]
+    assert {route: c["attempts"] for route, c in race["move_routes"].items()} == {
+        "within dir": 15,
+        "file.md": 15,
+        "into dir": 15,
+        "out of dir": 15,
+    }
+
+
 def test_the_control_escapes_so_an_escape_would_be_seen(race: dict[str, Any]) -> None:
-    assert race["control"]["escapes"] > 0, race["control"]
+    assert race["control"]["reads"]["escapes"] > 0, race["control"]
+    assert race["control"]["moves"]["escapes"] > 0, race["control"]  # a move into/out of outside

@@ -172,7 +172,9 @@ def race_text(race: dict[str, Any]) -> str:
         f"race (all layers, {race['attackers']} attacker processes swapping with "
         f"renameat2(RENAME_EXCHANGE), {race['swaps']} swaps): {race['attempts']} attempts "
         f"({ops}) in {race['seconds']:.1f} s, {race['refusals']} refused, "
-        f"{race['escapes']} escapes\n"
+        f"{race['moves']} notes_move calls ({race['moved']} done), {race['escapes']} escapes\n"
         f"race control (validate-then-use, same attackers, in-process): {control['attempts']} "
-        f"attempts, {control['escapes']} escapes (the harness can see an escape)"
+        f"attempts, {control['escapes']} escapes (reads {control['reads']['escapes']}, moves "
+        f"{control['moves']['escapes']} of {control['moves']['attempts']}: the harness can see "
+        "an escape)"
     )
