@@ -1,5 +1,7 @@
 """Confirmation machinery of notes_delete: the form and its decision table, the requestState
-token and keys, the replay store, the boot id and the audit trail.
+token and keys, the replay stores (spent.py: their contract; replay.py: SQLite, one host;
+redis_store.py: Redis, several hosts; location.py: how one is named), the boot id and the audit
+trail.
 
 The phases of the multi-round request and every claim sealed between its rounds are
 `fs_notes.rounds`. Each module states what it guarantees and what it does not; the public API is

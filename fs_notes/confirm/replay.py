@@ -1,4 +1,6 @@
-"""The spent-nonce store that makes a deletion confirmation single-use.
+"""The spent-nonce store that makes a deletion confirmation single-use, on one host: SQLite.
+
+(The contract every replay store keeps is confirm/spent.py; this is the default store.)
 
 Guarantees: `claim(nonce, ...)` returns True for at most one caller, across every thread, every
 `ReplayStore` instance and every process on this machine that opens the same SQLite file (one
@@ -27,7 +29,8 @@ FUSE, 9p, Ceph, AFS, ...: `NETWORK_FILESYSTEMS`), where SQLite's locks are not r
 servers could both claim one nonce. A database that is not one, or fails SQLite's quick_check,
 raises sqlite3.DatabaseError at open (serve then refuses to start).
 
-Not guaranteed: exclusion across machines (use a local path), protection against someone who can
+Not guaranteed: exclusion across machines (use a local path here; several hosts share a Redis
+store instead, confirm/redis_store.py), protection against someone who can
 write the database file (it lives in a 0700 directory by default), or any check that the token is
 still valid (that is `state.py`).
 """
@@ -35,9 +38,7 @@ still valid (that is `state.py`).
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import re
 import sqlite3
 import stat
 import threading
@@ -46,6 +47,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 
 from .boot import boot_id
+from .spent import RETENTION_MARGIN, EpochChanged, PrincipalQuotaFull, ReplayStoreFull, check_claim
 
 __all__ = [
     "MAX_ROWS",
@@ -94,13 +96,11 @@ def filesystem_type(path: str) -> int:
         (1 << 32) - 1
     )
 
-RETENTION_MARGIN = 600.0
 MAX_ROWS = 100_000
 PRUNE_BATCH = 64
 BUSY_TIMEOUT_MS = 3_000  # a claim holds the lock for milliseconds; a stuck holder is an error
 WAL_ATTEMPTS = 10  # switching a new file to WAL, when another process does it at once
 
-_NONCE_RE = re.compile(r"[0-9a-f]{32}")
 _SCHEMA_OBJECTS = frozenset(
     {"spent_nonce", "spent_nonce_keep_until", "spent_count", "spent_nonce_added",
      "spent_nonce_removed", "spent_by", "spent_by_added", "spent_by_removed"}
@@ -143,14 +143,6 @@ _SCHEMA = (
 )
 
 
-class ReplayStoreFull(RuntimeError):
-    """`max_rows` unexpired nonces are stored; the claim is refused rather than evict one."""
-
-
-class PrincipalQuotaFull(ReplayStoreFull):
-    """This principal holds `per_principal` unexpired nonces (others are not affected)."""
-
-
 def default_replay_path(environ: Mapping[str, str] | None = None) -> str:
     """``$XDG_STATE_HOME/fs-notes/replay.sqlite3`` (else ``~/.local/state/...``), dir made 0700.
 
@@ -191,7 +183,11 @@ def _journal_mode_wal(conn: sqlite3.Connection) -> object:
 
 
 class ReplayStore:
-    """Spent confirmation nonces in a SQLite file shared by every process that opens it."""
+    """Spent confirmation nonces in a SQLite file shared by every process that opens it (the
+    contract is confirm/spent.py's `SpentNonces`)."""
+
+    #: Its commits may roll back at a power loss: states bind the boot id instead of an epoch.
+    binds_boot = True
 
     def __init__(
         self,
@@ -219,6 +215,13 @@ class ReplayStore:
     @property
     def path(self) -> str:
         return self._path
+
+    def describe(self) -> str:
+        return f"SQLite {self._path}"
+
+    def epoch(self) -> None:
+        """None: this store has no epoch of its own (the boot id stands for it)."""
+        return None
 
     def _connect(self) -> sqlite3.Connection:
         if self._path != ":memory:":
@@ -285,19 +288,20 @@ class ReplayStore:
         with self._lock:
             return str(self._connection().execute("PRAGMA journal_mode").fetchone()[0])
 
-    def claim(self, nonce: str, expires_at: float, principal: str = "") -> bool:
+    def claim(
+        self, nonce: str, expires_at: float, principal: str = "", epoch: str | None = None
+    ) -> bool:
         """Spend `nonce` for `principal`: True for the first caller ever, False if it was
         already spent.
 
         Raises ValueError for a malformed nonce or expiry, PrincipalQuotaFull when `principal`
         holds `per_principal` live nonces, ReplayStoreFull when the store is full of them,
+        EpochChanged for a state sealed under another store's epoch (this one has none),
         sqlite3.Error on storage failure (never claimed in any of these cases).
         """
-        if not (isinstance(nonce, str) and _NONCE_RE.fullmatch(nonce)):
-            raise ValueError("nonce must be 32 lowercase hex characters")
-        if not (isinstance(expires_at, int | float) and math.isfinite(expires_at)):
-            raise ValueError("expires_at must be a finite number")
-        keep_until = float(expires_at) + RETENTION_MARGIN
+        keep_until = check_claim(nonce, expires_at)
+        if epoch is not None:
+            raise EpochChanged("the state was sealed for another replay store")
         with self._lock:
             conn = self._connection()
             now = float(self._clock())

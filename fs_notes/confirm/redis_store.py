@@ -1,0 +1,292 @@
+"""Spent confirmation nonces in Redis: one replay store for fs-notes instances on several hosts.
+
+Guarantees (besides the contract every store gives, confirm/spent.py):
+- One winner per nonce across every instance that names the same Redis server and database: a
+  claim is one Lua script, which Redis runs atomically. It checks the epoch and the eviction
+  policy, prunes the expired entries of the counting sets, refuses at the principal's quota or
+  the store's bound, then records the nonce with `SET key principal NX PX ttl`, so Redis itself
+  drops it once its expiry plus the retention margin has passed (by Redis's clock, `TIME`, so
+  that the instances' clocks need not agree to the millisecond; a state already past that
+  point by Redis's clock is refused as a clock disagreement, never recorded for zero time).
+- The epoch, which every sealed state carries (`epoch()`, checked inside the claim script), is
+  Redis's `run_id` and a marker key this store creates once (`SET NX`). `run_id` changes at
+  every start of the server and differs on a replica promoted by a failover; the marker is gone
+  after FLUSHALL/FLUSHDB. Either way claims may have been lost (Redis acknowledges a write
+  before it is on disk or on a replica), so every state sealed before is refused
+  (`EpochChanged`): a lost claim can never accept a confirmation twice. Redis's persistence
+  settings therefore do not matter for single use; they only decide whether a confirmation in
+  flight survives a restart of Redis (it does not: the user starts over).
+- Eviction: every claim refuses (`StoreUnavailable`) unless `maxmemory-policy` is `noeviction`,
+  as an evicting policy could drop a live nonce. Out of memory, Redis refuses the write: the
+  claim fails, nothing is recorded as claimed.
+- Fail closed and bounded: a connection, timeout, authentication, TLS or script error is
+  `StoreUnavailable` (its message names no password); each command waits at most `timeout`
+  seconds. A command is retried once, on a new connection, only after a connection error; a
+  retried claim that had in fact run finds its nonce spent, so a retry can refuse, never accept.
+- TLS (`rediss://`): the context is built once, when the store is made (before the server
+  confines itself), from the CA, certificate and key files; nothing is read from disk later.
+  The server's certificate and host name are verified.
+- Keys: `{PREFIX}:n:NONCE`, `{PREFIX}:p:PRINCIPAL-HEX`, `{PREFIX}:all` and `{PREFIX}:epoch`;
+  the braces are Redis Cluster's hash tag, so all of them live in one slot, as the script needs.
+
+Not guaranteed: single use against anyone else who can write this keyspace (give fs-notes an
+ACL user of its own, docs/deploy.md); Redis Sentinel or Cluster discovery (name the primary);
+a unix-socket URL (not supported: the server's private view does not show the socket).
+"""
+
+from __future__ import annotations
+
+import secrets
+import ssl
+import threading
+from typing import Any
+
+from .location import RedisLocation
+from .spent import EpochChanged, PrincipalQuotaFull, ReplayStoreFull, StoreUnavailable, check_claim
+
+__all__ = ["DEFAULT_TIMEOUT", "RedisReplayStore"]
+
+DEFAULT_TIMEOUT = 2.0
+
+# KEYS: nonce key, principal set, global set, epoch marker.
+# ARGV: nonce, principal, keep-until (ms), quota, bound, expected run_id, expected marker.
+_CLAIM = """
+local info = redis.call('INFO', 'server', 'memory')
+local policy = string.match(info, 'maxmemory_policy:([%w-]+)')
+if policy ~= 'noeviction' then return {-5, policy or '?'} end
+local run = string.match(info, 'run_id:(%x+)')
+if run ~= ARGV[6] or redis.call('GET', KEYS[4]) ~= ARGV[7] then return {-3} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local keep = tonumber(ARGV[3])
+if keep <= now then return {-4} end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return {-1} end
+if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then return {-2} end
+local ttl = keep - now
+if not redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ttl) then return {0} end
+for _, set in ipairs({KEYS[2], KEYS[3]}) do
+  redis.call('ZADD', set, keep, ARGV[1])
+  if redis.call('PTTL', set) < ttl then redis.call('PEXPIRE', set, ttl) end
+end
+return {1}
+"""
+
+# KEYS: epoch marker. ARGV: a fresh marker, used only if there is none.
+_EPOCH = """
+local info = redis.call('INFO', 'server', 'memory')
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return {string.match(info, 'run_id:(%x+)') or '',
+        string.match(info, 'maxmemory_policy:([%w-]+)') or '?',
+        redis.call('GET', KEYS[1])}
+"""
+
+
+def _tls_context(loc: RedisLocation) -> ssl.SSLContext:
+    """The client context, built now: CA, certificate and key files are read here, once."""
+    try:
+        context = ssl.create_default_context(cafile=loc.ca_file)
+        if loc.cert_file is not None:
+            context.load_cert_chain(loc.cert_file, loc.key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise StoreUnavailable(f"the replay store's TLS files: {exc}") from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+class RedisReplayStore:
+    """Spent nonces in the Redis database `location` names (see the module docstring)."""
+
+    binds_boot = False  # the epoch stands for the boot id: the hosts' boots do not matter
+
+    def __init__(
+        self,
+        location: RedisLocation,
+        *,
+        max_rows: int,
+        per_principal: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        if max_rows < 1 or (per_principal is not None and per_principal < 1) or timeout <= 0:
+            raise ValueError("max_rows, per_principal and timeout must be positive")
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        self._loc = location
+        self._max_rows = max_rows
+        self._per_principal = per_principal if per_principal is not None else max_rows
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self._response_error = redis.ResponseError
+        self._tag = "{" + location.key_prefix + "}"
+        kwargs: dict[str, Any] = {
+            "host": location.host,
+            "port": location.port,
+            "db": location.db,
+            "username": location.username,
+            "password": location.password,
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+            "health_check_interval": 30,
+            "client_name": "fs-notes",
+        }
+        if location.tls:
+            kwargs["connection_class"] = _tls_connection_class()
+            kwargs["tls_context"] = _tls_context(location)
+            kwargs["tls_server_name"] = location.server_name or location.host
+        self._pool = redis.ConnectionPool(**kwargs)
+        self._client = redis.Redis(connection_pool=self._pool)
+        self._claim = self._client.register_script(_CLAIM)
+        self._epoch = self._client.register_script(_EPOCH)
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        return self._loc.describe()
+
+    @property
+    def location(self) -> RedisLocation:
+        return self._loc
+
+    def _key(self, kind: str, name: str) -> str:
+        return f"{self._tag}:{kind}:{name}"
+
+    def _fail(self, what: str, exc: BaseException) -> StoreUnavailable:
+        # redis-py's messages name the host and port, never the password.
+        text = str(exc).replace("\n", " ")[:300]
+        return StoreUnavailable(f"{self.describe()}: {what}: {type(exc).__name__}: {text}")
+
+    def epoch(self) -> str:
+        """This store's current epoch (run_id.marker); StoreUnavailable if Redis does not
+        answer or evicts keys."""
+        try:
+            run, policy, marker = self._epoch(
+                keys=[self._key("epoch", "marker")], args=[secrets.token_hex(16)]
+            )
+        except self._errors as exc:
+            raise self._fail("the epoch could not be read", exc) from None
+        run, policy, marker = (_text(v) for v in (run, policy, marker))
+        if policy != "noeviction":
+            raise StoreUnavailable(_eviction(self.describe(), policy))
+        if not run or not marker:
+            raise StoreUnavailable(f"{self.describe()}: INFO did not give a run_id")
+        return f"{run}.{marker}"
+
+    def check(self) -> dict[str, Any]:
+        """What `fs-notes check` reports: whether it answers and is usable, and its version."""
+        out: dict[str, Any] = {"store": self.describe()}
+        try:
+            epoch = self.epoch()
+            version = self._client.info("server").get("redis_version")
+        except StoreUnavailable as exc:
+            return {**out, "answers": False, "error": str(exc)}
+        except self._errors as exc:
+            return {**out, "answers": False, "error": str(self._fail("INFO", exc))}
+        return {**out, "answers": True, "version": str(version), "epoch": epoch.split(".")[0]}
+
+    def claim(
+        self, nonce: str, expires_at: float, principal: str = "", epoch: str | None = None
+    ) -> bool:
+        """Spend `nonce` for `principal` under `epoch` (what the state was sealed with):
+        True for the first caller ever, False if it was spent. Raises ValueError,
+        EpochChanged, PrincipalQuotaFull, ReplayStoreFull or StoreUnavailable (never claimed)."""
+        keep_until = check_claim(nonce, expires_at)
+        run, dot, marker = (epoch or "").partition(".")
+        if not dot:
+            raise EpochChanged("the state was sealed without this store's epoch")
+        try:
+            result = self._claim(
+                keys=[
+                    self._key("n", nonce),
+                    self._key("p", principal.encode("utf-8", "surrogatepass").hex() or "-"),
+                    f"{self._tag}:all",
+                    self._key("epoch", "marker"),
+                ],
+                args=[
+                    nonce,
+                    principal,
+                    int(keep_until * 1000),
+                    self._per_principal,
+                    self._max_rows,
+                    run,
+                    marker,
+                ],
+            )
+        except self._errors as exc:
+            raise self._fail("the claim could not be recorded", exc) from None
+        code = int(result[0])
+        if code == 1:
+            return True
+        if code == 0:
+            return False
+        if code == -1:
+            raise PrincipalQuotaFull(
+                f"this principal holds {self._per_principal} unexpired confirmations"
+            )
+        if code == -2:
+            raise ReplayStoreFull(f"replay store holds {self._max_rows} unexpired nonces")
+        if code == -3:
+            raise EpochChanged(
+                "the replay store restarted, failed over or was emptied since the state was sealed"
+            )
+        if code == -4:
+            raise StoreUnavailable(
+                f"{self.describe()}: the state's expiry has passed by the store's clock: this "
+                "host's clock and the store's disagree by more than the retention margin"
+            )
+        if code == -5:
+            raise StoreUnavailable(_eviction(self.describe(), _text(result[1])))
+        raise StoreUnavailable(f"{self.describe()}: unexpected claim result {code}")
+
+    def is_spent(self, nonce: str) -> bool:
+        try:
+            return bool(self._client.exists(self._key("n", nonce)))
+        except self._errors as exc:
+            raise self._fail("the nonce could not be looked up", exc) from None
+
+    def close(self) -> None:
+        self._pool.disconnect()
+
+    def __enter__(self) -> RedisReplayStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
+
+
+def _eviction(where: str, policy: str) -> str:
+    return (
+        f"{where}: maxmemory-policy is {policy!r}; fs-notes needs 'noeviction' (an evicting "
+        "Redis could drop a spent nonce and accept a confirmation twice)"
+    )
+
+
+def _tls_connection_class() -> type:
+    """A redis-py TCP connection wrapped in our TLS context (redis-py's own SSLConnection
+    builds its context, and reads the CA files, at every connect: after self-confinement
+    those reads are refused)."""
+    from redis.connection import Connection
+
+    class TlsConnection(Connection):
+        def __init__(
+            self, *, tls_context: ssl.SSLContext, tls_server_name: str, **kwargs: Any
+        ) -> None:
+            self._tls_context = tls_context
+            self._tls_server_name = tls_server_name
+            super().__init__(**kwargs)  # type: ignore[no-untyped-call]
+
+        def _connect(self) -> Any:
+            sock = super()._connect()  # type: ignore[no-untyped-call]
+            try:
+                return self._tls_context.wrap_socket(sock, server_hostname=self._tls_server_name)
+            except (OSError, ssl.SSLError):
+                sock.close()
+                raise
+
+    return TlsConnection

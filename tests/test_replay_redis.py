@@ -1,0 +1,402 @@
+"""The shared replay store on a real Redis (fs_notes/confirm/redis_store.py).
+
+One winner per nonce across threads, processes and store objects; expiry by the engine; the
+quota and the bound; the epoch refusing every state sealed before a restart, a FLUSHDB or on
+another database; an evicting Redis refused; fail closed (and fast) when the server is gone;
+passwords and TLS as their users expect, and never a password in a message.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import secrets
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from redis_server import RedisServer, free_port
+
+from fs_notes.confirm.location import RedisLocation, parse_location
+from fs_notes.confirm.redis_store import RedisReplayStore
+from fs_notes.confirm.spent import (
+    RETENTION_MARGIN,
+    EpochChanged,
+    PrincipalQuotaFull,
+    ReplayStoreFull,
+    StoreUnavailable,
+)
+
+
+def nonce() -> str:
+    return secrets.token_hex(16)
+
+
+def soon() -> float:
+    return time.time() + 300
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    srv = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def store(server: RedisServer) -> Iterator[RedisReplayStore]:
+    server.client().flushall()
+    with RedisReplayStore(parse_location(server.url), max_rows=1000) as s:
+        yield s
+
+
+def test_a_nonce_is_claimed_once_across_two_store_objects(server: RedisServer) -> None:
+    server.client().flushall()
+    loc = parse_location(server.url)
+    with (
+        RedisReplayStore(loc, max_rows=100) as a,
+        RedisReplayStore(loc, max_rows=100) as b,
+    ):
+        epoch = a.epoch()
+        assert b.epoch() == epoch  # one marker, made once (SET NX)
+        n = nonce()
+        assert not b.is_spent(n)
+        assert a.claim(n, soon(), "alice", epoch) is True
+        assert b.is_spent(n)
+        assert b.claim(n, soon(), "alice", epoch) is False
+        assert a.claim(n, soon(), "bob", epoch) is False
+
+
+def test_the_nonce_key_expires_by_the_engine_after_the_retention_margin(
+    store: RedisReplayStore, server: RedisServer
+) -> None:
+    n = nonce()
+    expires = time.time() + 60
+    assert store.claim(n, expires, "alice", store.epoch())
+    r = server.client()
+    ttl_ms = r.pttl(f"{{fs-notes}}:n:{n}")
+    want = (expires + RETENTION_MARGIN - time.time()) * 1000
+    assert want - 5_000 < ttl_ms <= want + 1_000
+    assert r.get(f"{{fs-notes}}:n:{n}") == b"alice"
+    # the counting sets expire too, once everything in them has
+    assert 0 < r.pttl(f"{{fs-notes}}:{'p'}:{b'alice'.hex()}") <= ttl_ms + 1_000
+    assert 0 < r.pttl("{fs-notes}:all") <= ttl_ms + 1_000
+    assert r.pttl("{fs-notes}:epoch:marker") == -1  # the marker never expires
+
+
+def _claim_many(url: str, nonces: list[str], epoch: str, out: str, go: float) -> None:
+    with RedisReplayStore(parse_location(url), max_rows=10_000) as s:
+        while time.time() < go:
+            time.sleep(0.001)
+        wins = "".join("1" if s.claim(n, soon(), "p", epoch) else "0" for n in nonces)
+    Path(out).write_text(wins)
+
+
+def test_processes_racing_on_the_same_nonces_each_have_exactly_one_winner(
+    store: RedisReplayStore, server: RedisServer, tmp_path: Path
+) -> None:
+    epoch = store.epoch()
+    nonces = [nonce() for _ in range(300)]
+    ctx = multiprocessing.get_context("spawn")
+    go = time.time() + 3
+    outs = [str(tmp_path / f"out{i}") for i in range(4)]
+    procs = [
+        ctx.Process(target=_claim_many, args=(server.url, nonces, epoch, o, go)) for o in outs
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    results = [Path(o).read_text() for o in outs]
+    assert all(len(r) == len(nonces) for r in results)
+    assert [sum(r[i] == "1" for r in results) for i in range(len(nonces))] == [1] * len(nonces)
+
+
+def test_threads_racing_on_one_nonce_have_one_winner(store: RedisReplayStore) -> None:
+    epoch = store.epoch()
+    for _ in range(50):
+        n, wins = nonce(), list[bool]()
+        barrier = threading.Barrier(8)
+
+        def go(n: str = n, wins: list[bool] = wins, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            wins.append(store.claim(n, soon(), "p", epoch))
+
+        threads = [threading.Thread(target=go) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(wins) == [False] * 7 + [True]
+
+
+def test_a_principal_at_its_quota_is_refused_and_others_are_not(server: RedisServer) -> None:
+    server.client().flushall()
+    with RedisReplayStore(parse_location(server.url), max_rows=100, per_principal=2) as s:
+        e = s.epoch()
+        assert s.claim(nonce(), soon(), "alice", e)
+        assert s.claim(nonce(), soon(), "alice", e)
+        refused = nonce()
+        with pytest.raises(PrincipalQuotaFull):
+            s.claim(refused, soon(), "alice", e)
+        assert not s.is_spent(refused)  # refused means not claimed
+        assert s.claim(nonce(), soon(), "bob", e)
+
+
+def test_a_full_store_refuses_rather_than_evict(server: RedisServer) -> None:
+    server.client().flushall()
+    with RedisReplayStore(parse_location(server.url), max_rows=3) as s:
+        e = s.epoch()
+        kept = [nonce() for _ in range(3)]
+        for i, n in enumerate(kept):
+            assert s.claim(n, soon(), f"p{i}", e)
+        with pytest.raises(ReplayStoreFull):
+            s.claim(nonce(), soon(), "p9", e)
+        assert all(s.is_spent(n) for n in kept)
+
+
+def test_expired_entries_are_pruned_from_the_counts(server: RedisServer) -> None:
+    server.client().flushall()
+    with RedisReplayStore(parse_location(server.url), max_rows=100, per_principal=1) as s:
+        e = s.epoch()
+        # expires in the past, but kept until the margin: counted until then
+        first = nonce()
+        assert s.claim(first, time.time() - RETENTION_MARGIN + 1.0, "alice", e)
+        with pytest.raises(PrincipalQuotaFull):
+            s.claim(nonce(), soon(), "alice", e)
+        time.sleep(1.2)
+        assert s.claim(nonce(), soon(), "alice", e)
+        assert not s.is_spent(first)  # the engine dropped it
+
+
+def test_a_state_past_its_keep_time_by_the_store_s_clock_is_refused(
+    store: RedisReplayStore,
+) -> None:
+    n = nonce()
+    with pytest.raises(StoreUnavailable, match="clock"):
+        store.claim(n, time.time() - RETENTION_MARGIN - 5, "alice", store.epoch())
+    assert not store.is_spent(n)
+
+
+def test_malformed_claims_are_refused_before_redis(store: RedisReplayStore) -> None:
+    e = store.epoch()
+    for bad in ("", "A" * 32, "g" * 32, nonce() + "0"):
+        with pytest.raises(ValueError):
+            store.claim(bad, soon(), "p", e)
+    for when in (float("nan"), float("inf"), True):
+        with pytest.raises(ValueError):
+            store.claim(nonce(), when, "p", e)
+
+
+@pytest.mark.parametrize("epoch", [None, "", "nodot", "abc.def"])
+def test_a_state_without_this_store_s_epoch_is_refused(
+    store: RedisReplayStore, epoch: str | None
+) -> None:
+    n = nonce()
+    with pytest.raises(EpochChanged):
+        store.claim(n, soon(), "p", epoch)
+    assert not store.is_spent(n)
+    assert store.claim(n, soon(), "p", store.epoch())  # positive control
+
+
+def test_a_restart_of_redis_refuses_states_sealed_before_it(tmp_path: Path) -> None:
+    srv = RedisServer(tmp_path / "r")
+    try:
+        with RedisReplayStore(parse_location(srv.url), max_rows=100) as s:
+            before = s.epoch()
+            spent = nonce()
+            assert s.claim(spent, soon(), "p", before)
+            srv.stop()
+            srv.start()  # nothing persisted: the spent nonce is gone
+            assert not s.is_spent(spent)
+            with pytest.raises(EpochChanged):
+                s.claim(spent, soon(), "p", before)  # lost, yet never accepted again
+            assert not s.is_spent(spent)
+            after = s.epoch()
+            assert after != before
+            assert s.claim(nonce(), soon(), "p", after)
+    finally:
+        srv.close()
+
+
+def test_a_flush_without_a_restart_changes_the_epoch(
+    store: RedisReplayStore, server: RedisServer
+) -> None:
+    before = store.epoch()
+    n = nonce()
+    assert store.claim(n, soon(), "p", before)
+    server.client().flushdb()
+    with pytest.raises(EpochChanged):
+        store.claim(n, soon(), "p", before)
+    assert store.epoch() != before
+
+
+def test_another_database_has_another_epoch(server: RedisServer) -> None:
+    server.client().flushall()
+    base = parse_location(server.url)
+    with (
+        RedisReplayStore(base, max_rows=10) as zero,
+        RedisReplayStore(parse_location(server.url[:-1] + "1"), max_rows=10) as one,
+    ):
+        e0 = zero.epoch()
+        assert one.epoch() != e0
+        with pytest.raises(EpochChanged):
+            one.claim(nonce(), soon(), "p", e0)
+
+
+def test_an_evicting_redis_is_refused_for_every_claim(
+    store: RedisReplayStore, server: RedisServer
+) -> None:
+    epoch = store.epoch()
+    r = server.client()
+    r.config_set("maxmemory-policy", "volatile-lru")  # our keys have a TTL: it would drop them
+    try:
+        n = nonce()
+        with pytest.raises(StoreUnavailable, match="noeviction"):
+            store.claim(n, soon(), "p", epoch)
+        with pytest.raises(StoreUnavailable, match="noeviction"):
+            store.epoch()
+        assert not store.is_spent(n)
+    finally:
+        r.config_set("maxmemory-policy", "noeviction")
+    assert store.claim(nonce(), soon(), "p", epoch)  # positive control
+
+
+def test_an_unreachable_store_fails_closed_within_the_timeout(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    with RedisReplayStore(
+        parse_location(f"redis://127.0.0.1:{port}/0"), max_rows=10, timeout=0.5
+    ) as s:
+        start = time.monotonic()
+        with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{port}"):
+            s.epoch()
+        with pytest.raises(StoreUnavailable):
+            s.claim(nonce(), soon(), "p", "a" * 40 + ".b")
+        with pytest.raises(StoreUnavailable):
+            s.is_spent(nonce())
+        assert time.monotonic() - start < 10
+        assert s.check()["answers"] is False
+
+
+def test_a_store_that_stops_answering_mid_run_refuses_then_recovers(tmp_path: Path) -> None:
+    srv = RedisServer(tmp_path / "r")
+    try:
+        with RedisReplayStore(parse_location(srv.url), max_rows=100, timeout=0.5) as s:
+            e = s.epoch()
+            assert s.claim(nonce(), soon(), "p", e)
+            srv.kill()
+            n = nonce()
+            with pytest.raises(StoreUnavailable):
+                s.claim(n, soon(), "p", e)
+            srv.start()
+            with pytest.raises(EpochChanged):
+                s.claim(n, soon(), "p", e)
+            assert s.claim(n, soon(), "p", s.epoch())
+    finally:
+        srv.close()
+
+
+def test_a_password_authenticates_and_never_appears_in_errors(tmp_path: Path) -> None:
+    password = "pw-" + secrets.token_hex(12)
+    srv = RedisServer(tmp_path / "r", extra=("--requirepass", password))
+    try:
+        good = parse_location(srv.url, password=password)
+        with RedisReplayStore(good, max_rows=10) as s:
+            assert s.claim(nonce(), soon(), "p", s.epoch())
+            assert password not in s.describe() and "password from file" in s.describe()
+            assert password not in repr(s.location)
+        for loc in (parse_location(srv.url), parse_location(srv.url, password=password + "x")):
+            with RedisReplayStore(loc, max_rows=10) as s:
+                with pytest.raises(StoreUnavailable) as info:
+                    s.epoch()
+                assert password not in str(info.value)
+                assert ": AuthenticationError: " in str(info.value)
+    finally:
+        srv.close()
+
+
+def _certificates(folder: Path) -> dict[str, Path]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate (openssl)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    f = {n: folder / n for n in ("ca.key", "ca.crt", "srv.key", "srv.csr", "srv.crt",
+                                   "cli.key", "cli.csr", "cli.crt", "san.cnf", "other.crt",
+                                   "other.key")}  # fmt: skip
+    f["san.cnf"].write_text("subjectAltName=IP:127.0.0.1,DNS:redis.test\n")
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(f["ca.key"]),
+        "-out", str(f["ca.crt"]), "-days", "2", "-subj", "/CN=fs-notes test CA")
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(f["other.key"]),
+        "-out", str(f["other.crt"]), "-days", "2", "-subj", "/CN=someone else")
+    for who in ("srv", "cli"):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(f[f"{who}.key"]),
+            "-out", str(f[f"{who}.csr"]), "-subj", f"/CN={who}")
+        run("x509", "-req", "-in", str(f[f"{who}.csr"]), "-CA", str(f["ca.crt"]),
+            "-CAkey", str(f["ca.key"]), "-CAcreateserial", "-out", str(f[f"{who}.crt"]),
+            "-days", "2", "-extfile", str(f["san.cnf"]))  # fmt: skip
+    return f
+
+
+def test_tls_verifies_the_server_and_presents_a_client_certificate(tmp_path: Path) -> None:
+    certs = _certificates(tmp_path / "pki")
+    tls_port = free_port()
+    srv = RedisServer(
+        tmp_path / "r",
+        extra=("--tls-port", str(tls_port), "--tls-cert-file", str(certs["srv.crt"]),
+               "--tls-key-file", str(certs["srv.key"]), "--tls-ca-cert-file",
+               str(certs["ca.crt"]), "--tls-auth-clients", "yes"),
+    )  # fmt: skip
+    try:
+        base = f"rediss://127.0.0.1:{tls_port}/0?ca_file={certs['ca.crt']}"
+        client = f"&cert_file={certs['cli.crt']}&key_file={certs['cli.key']}"
+        with RedisReplayStore(parse_location(base + client), max_rows=10) as s:
+            assert s.claim(nonce(), soon(), "p", s.epoch())
+            assert "TLS verified against" in s.describe()
+        # the context is built once: the files may vanish afterwards (self-confinement)
+        s2 = RedisReplayStore(parse_location(base + client), max_rows=10)  # not yet connected
+        moved = tmp_path / "moved"
+        os.rename(tmp_path / "pki", moved)
+        try:
+            assert s2.claim(nonce(), soon(), "p", s2.epoch())  # files gone, still connects
+        finally:
+            s2.close()
+            os.rename(moved, tmp_path / "pki")
+        refused: list[RedisLocation] = [
+            parse_location(base),  # no client certificate: the server refuses
+            parse_location(  # a CA that did not sign the server's certificate
+                f"rediss://127.0.0.1:{tls_port}/0?ca_file={certs['other.crt']}" + client
+            ),
+            parse_location(  # a name the certificate does not carry
+                base + client + "&server_name=elsewhere.test"
+            ),
+        ]
+        for loc in refused:
+            s = RedisReplayStore(loc, max_rows=10, timeout=2)
+            try:
+                with pytest.raises(StoreUnavailable):
+                    s.epoch()
+            finally:
+                s.close()
+        with pytest.raises(StoreUnavailable, match="TLS files"):
+            RedisReplayStore(
+                parse_location(f"rediss://127.0.0.1:{tls_port}/0?ca_file={tmp_path}/none.crt"),
+                max_rows=10,
+            )
+    finally:
+        srv.close()
+
+
+def test_keys_live_under_one_hash_tag_and_the_prefix(server: RedisServer) -> None:
+    server.client().flushall()
+    loc = parse_location(server.url + "?key_prefix=team-a")
+    with RedisReplayStore(loc, max_rows=10) as s:
+        assert s.claim(nonce(), soon(), "al ice", s.epoch())
+    keys = sorted(k.decode() for k in server.client().keys("*"))
+    assert keys and all(k.startswith("{team-a}:") for k in keys)
+    assert f"{{team-a}}:p:{b'al ice'.hex()}" in keys
