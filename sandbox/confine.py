@@ -3,13 +3,13 @@
 Guarantees: after `confine()` returns, the calling thread (and any child it forks or thread it
 starts later) is restricted for life: every filesystem right the running ABI knows is *handled*
 (denied unless a rule allows it beneath one of the given directories, or on one of the given
-files), TCP bind/connect are denied except on the ports listed in `bind_ports` (ABI >= 4),
-abstract unix sockets and signals cannot reach outside the domain (ABI >= 6), and no_new_privs is
-set first. Rules go on fds the caller opened itself (O_PATH|O_NOFOLLOW); a rule on a non-directory
-may only allow file rights (EXECUTE, WRITE_FILE, READ_FILE, TRUNCATE, IOCTL_DEV), anything else is
-refused here rather than by the kernel's EINVAL. Rights are validated before any syscall, and the
-ruleset fd is always closed. If any step fails it raises, and the caller must not continue
-unconfined.
+files), TCP bind is denied except on the ports listed in `bind_ports` and TCP connect except to
+those in `connect_ports` (ABI >= 4), abstract unix sockets and signals cannot reach outside the
+domain (ABI >= 6), and no_new_privs is set first. Rules go on fds the caller opened itself
+(O_PATH|O_NOFOLLOW); a rule on a non-directory may only allow file rights (EXECUTE, WRITE_FILE,
+READ_FILE, TRUNCATE, IOCTL_DEV), anything else is refused here rather than by the kernel's
+EINVAL. Rights and ports are validated before any syscall, and the ruleset fd is always closed.
+If any step fails it raises, and the caller must not continue unconfined.
 
 Does not: confine other threads. Up to ABI 7 Landlock binds only the calling thread: threads that
 already exist keep their old (unconfined) credentials, threads started afterwards inherit the
@@ -19,7 +19,9 @@ still list /etc afterwards, one started after could not, and the thread-sync fla
 multi-threaded process unless told otherwise. It also does not restrict access through fds opened
 *before* the call (Landlock checks at open time; already-open files keep their access, which is
 why the worker closes every other fd first), stop reads of the fds it keeps, or limit anything
-Landlock does not know (e.g. UDP, ptrace of same-domain processes, /proc of itself).
+Landlock does not know (e.g. UDP, ptrace of same-domain processes, /proc of itself). A port
+rule names a port only: a connect port may be reached on ANY address (local or remote), and a
+bind port bound on any local address.
 """
 
 from __future__ import annotations
@@ -124,12 +126,14 @@ def confine(
     scope: bool = True,
     allow_threads: bool = False,
     bind_ports: Sequence[int] = (),
+    connect_ports: Sequence[int] = (),
 ) -> ConfinementReport:
     """Restrict this process to `rules` [(directory or file fd, allowed fs rights)], irreversibly.
 
     `handled` defaults to every filesystem right of the running ABI, so anything not allowed by a
-    rule is denied. With `deny_tcp`, TCP connect is denied and bind is allowed only on
-    `bind_ports` (before ABI 4 the kernel cannot restrict TCP at all, so both are moot there).
+    rule is denied. With `deny_tcp`, TCP bind is allowed only on `bind_ports` and TCP connect
+    only to `connect_ports`, on any address (before ABI 4 the kernel cannot restrict TCP at all,
+    so both are moot there).
     Raises `ll.LandlockUnavailable` if the kernel cannot enforce Landlock, `ll.LandlockError` if
     a syscall fails, `ValueError` for a bad rule, `ConfinementError` if the process is
     multi-threaded (Landlock would bind only this thread) and `allow_threads` is false.
@@ -145,7 +149,10 @@ def confine(
     _check_rules([(fd, a) for (fd, _), a in zip(rules, allowed, strict=True)], handled_fs, abi)
     if bind_ports and not deny_tcp:
         raise ValueError("bind_ports only mean something when TCP is handled (deny_tcp)")
+    if connect_ports and not deny_tcp:
+        raise ValueError("connect_ports only mean something when TCP is handled (deny_tcp)")
     _check_ports(bind_ports)
+    _check_ports(connect_ports)
     handled_net = ll.net_rights(abi) if deny_tcp else 0
     scoped = ll.scopes(abi) if scope else 0
 
@@ -156,6 +163,8 @@ def confine(
             ll.add_path_rule(ruleset_fd, fd, rights)
         for port in bind_ports if handled_net else ():
             ll.add_net_rule(ruleset_fd, port, ll.ACCESS_NET_BIND_TCP)
+        for port in connect_ports if handled_net else ():
+            ll.add_net_rule(ruleset_fd, port, ll.ACCESS_NET_CONNECT_TCP)
         ll.restrict_self(ruleset_fd, 0)
     finally:
         os.close(ruleset_fd)

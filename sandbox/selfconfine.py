@@ -15,9 +15,14 @@ Guarantees, when `confine_server` returns a report with `enforced=True`:
   server was loaded from, the folders of the shared libraries already mapped, and /proc; reading
   and executing the interpreter binary and its ELF loader (to start workers); /dev/null; the
   replay database's folder (SQLite creates and removes its -wal/-shm files there); with --http,
-  binding the one TCP port it serves and reading the name-service files; with --port-file, writing
-  in that file's folder. TCP connect is denied, and so is bind on any other port (ABI >= 4);
-  signals and abstract unix sockets cannot leave the domain (ABI >= 6).
+  binding the one TCP port it serves and reading the name-service files; with `connect_names`
+  (a replay store named by host name), reading the name-service files; with --port-file, writing
+  in that file's folder. TCP connect is denied except to the `connect_ports` given (the replay
+  store's), and bind on any port but the one served (ABI >= 4); signals and abstract unix
+  sockets cannot leave the domain (ABI >= 6).
+- In the private view, the server keeps the host's network namespace when it binds a port
+  (--http) or has connect ports; otherwise (stdio, no store to reach) its network namespace is
+  an empty one of its own.
 - It is applied while the process has exactly one thread (checked via /proc/self/task), so no
   thread escapes it: up to ABI 7 Landlock binds only the calling thread and the threads it starts
   later (this kernel refuses the thread-sync flag of newer ones; see sandbox/confine.py).
@@ -41,6 +46,10 @@ Does not (docs/self-confinement.md has the reasoning):
   policy grants. It bounds what a compromised server can reach, not what it can leak from there.
 - Protect the workspaces themselves, or the replay folder, from the server: it holds every right
   its workers need there. Put --replay-db in a folder of its own (the default is).
+- Restrict which *address* a connect port is reached on: Landlock's port rule names a port
+  only, so the replay store's port may be connected to on ANY host, local or remote (and the
+  name-service files, when granted, let it resolve any name). Pin the address elsewhere (the
+  store's configuration, a firewall) if that matters.
 - Restrict UDP, ptrace of processes in the same domain, or anything else Landlock does not know.
 """
 
@@ -51,7 +60,7 @@ import logging
 import os
 import struct
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -84,7 +93,7 @@ PORT_FILE_DIR = (
     | ll.ACCESS_FS_REMOVE_FILE
     | ll.ACCESS_FS_TRUNCATE
 )
-#: Files the C library reads to resolve a host name (--http localhost).
+#: Files the C library reads to resolve a host name (--http localhost, a replay store by name).
 NAME_SERVICE_FILES = (
     "/etc/hosts",
     "/etc/host.conf",
@@ -128,6 +137,8 @@ class Grant:
 class Plan:
     grants: tuple[Grant, ...]
     bind_ports: tuple[int, ...] = ()
+    #: TCP ports the server may connect to (on any address: Landlock names ports only).
+    connect_ports: tuple[int, ...] = ()
     #: Paths the process names as they are written (symbolic links on the way are copied into
     #: the view): the interpreter, its loader, the import path, the workspaces as configured.
     literals: tuple[str, ...] = ()
@@ -142,6 +153,7 @@ class SelfConfinement:
     reason: str | None = None  # why not enforced
     grants: tuple[Grant, ...] = field(default=())
     bind_ports: tuple[int, ...] = ()
+    connect_ports: tuple[int, ...] = ()
     effective_caps: int | None = None  # what was left of the capabilities
     seccomp: dict[str, Any] | None = None  # sandbox.seccomp.Installed.to_json(), when loaded
     view: dict[str, Any] | None = None  # sandbox.view.View.to_json()
@@ -161,6 +173,7 @@ class SelfConfinement:
                 for g in self.grants
             ],
             "bind_ports": list(self.bind_ports),
+            "connect_ports": list(self.connect_ports),
             "effective_caps": self.effective_caps,
         }
 
@@ -266,7 +279,7 @@ def elf_interpreter(path: str) -> str | None:
     return None
 
 
-def _runtime_grants(*, http: bool, covered: list[str]) -> list[Grant]:
+def _runtime_grants(*, names: bool, covered: list[str]) -> list[Grant]:
     exe = os.path.realpath(sys.executable)
     grants = [Grant(exe, ll.ACCESS_FS_READ_FILE | ll.ACCESS_FS_EXECUTE, "interpreter (workers)")]
     interp = elf_interpreter(exe)
@@ -289,7 +302,7 @@ def _runtime_grants(*, http: bool, covered: list[str]) -> list[Grant]:
     grants.append(Grant("/proc", READ, "/proc (psutil, /proc/self/fd, boot id)", "proc"))
     grants.append(Grant(os.devnull, ll.ACCESS_FS_READ_FILE | ll.ACCESS_FS_WRITE_FILE, "/dev/null"))
     optional = ["/etc/ld.so.cache", "/etc/localtime"]
-    if http:
+    if names:
         optional += NAME_SERVICE_FILES
     for path in optional:
         if os.path.isfile(path):
@@ -303,8 +316,17 @@ def build_plan(
     replay_db: str | None,
     http_port: int | None = None,
     port_file: str | None = None,
+    connect_ports: Sequence[int] = (),
+    connect_names: bool = False,
 ) -> Plan:
-    """The rules the server's domain would hold for this policy and these options."""
+    """The rules the server's domain would hold for this policy and these options.
+
+    `connect_ports`: the TCP ports it may connect to (the replay store's); `connect_names`: it
+    resolves a host name to reach them, so it reads the name-service files (as with --http)."""
+    for port in connect_ports:
+        if type(port) is not int or not 0 < port <= 0xFFFF:
+            raise SelfConfinementFailed(f"not a TCP port to connect to: {port!r}")
+    names = http_port is not None or connect_names
     grants: list[Grant] = []
     ops = _operations(policy)
     for ws in policy.workspaces:
@@ -312,7 +334,7 @@ def build_plan(
     python = _python_grants()
     grants += python
     covered = [g.path for g in python if g.rights & READ == READ]
-    grants += _runtime_grants(http=http_port is not None, covered=covered)
+    grants += _runtime_grants(names=names, covered=covered)
     if replay_db is not None and replay_db != ":memory:":
         folder = os.path.dirname(os.path.realpath(replay_db))
         grants.append(Grant(folder, SQLITE_DIR, "replay database folder"))
@@ -329,16 +351,21 @@ def build_plan(
             g = Grant(g.path, old.rights | g.rights, old.why, shape)
         merged[g.path] = g
     ports = (http_port,) if http_port is not None else ()
-    literals = _literals(policy, replay_db, port_file, http=http_port is not None)
-    return Plan(tuple(merged.values()), ports, literals)
+    literals = _literals(policy, replay_db, port_file, names=names)
+    return Plan(
+        tuple(merged.values()),
+        bind_ports=ports,
+        connect_ports=tuple(dict.fromkeys(connect_ports)),
+        literals=literals,
+    )
 
 
 def _literals(
-    policy: Policy, replay_db: str | None, port_file: str | None, *, http: bool
+    policy: Policy, replay_db: str | None, port_file: str | None, *, names: bool
 ) -> tuple[str, ...]:
     """The paths this process (and the workers it starts) name as written, not resolved."""
     paths = [sys.executable, os.devnull, *SYSTEM_LIBRARY_FOLDERS, *sys.path]
-    if http:
+    if names:
         paths += NAME_SERVICE_FILES
     paths += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     interp = elf_interpreter(os.path.realpath(sys.executable))
@@ -404,7 +431,7 @@ def apply(plan: Plan) -> SelfConfinement:
     rules = _open_rules(plan)
     try:
         caps = limit_capabilities(keep)
-        report = confine(rules, bind_ports=plan.bind_ports)
+        report = confine(rules, bind_ports=plan.bind_ports, connect_ports=plan.connect_ports)
     except (ConfinementError, ll.LandlockError, ValueError, OSError) as exc:
         raise SelfConfinementFailed(f"{type(exc).__name__}: {exc}") from None
     finally:
@@ -414,7 +441,15 @@ def apply(plan: Plan) -> SelfConfinement:
         raise SelfConfinementFailed("Landlock accepted the ruleset but / is still readable")
     if not _can_list(own):
         raise SelfConfinementFailed(f"the server's own package {own} is no longer readable")
-    return SelfConfinement(True, report.abi, None, plan.grants, plan.bind_ports, caps)
+    return SelfConfinement(
+        True,
+        report.abi,
+        None,
+        plan.grants,
+        bind_ports=plan.bind_ports,
+        connect_ports=plan.connect_ports,
+        effective_caps=caps,
+    )
 
 
 def unavailable_reason() -> str | None:
@@ -444,14 +479,25 @@ def confine_server(
     http_port: int | None = None,
     port_file: str | None = None,
     roots: Mapping[str, RootHandle] | None = None,
+    connect_ports: Sequence[int] = (),
+    connect_names: bool = False,
 ) -> SelfConfinement:
     """Confine the server now (one thread only); see the docstring. `roots` (by workspace name)
     are the workspace handles opened at start-up: the private view is bound from their fds and
-    each is moved onto its folder inside the view."""
+    each is moved onto its folder inside the view. `connect_ports` (the replay store's) stay
+    reachable over TCP, on any address, and keep the host's network in the view;
+    `connect_names` grants the name-service files (a store named by host name)."""
     from fs_notes.sandbox import seccomp
 
     seccomp.available()  # load libseccomp now: finding it runs ldconfig, which Landlock forbids
-    plan = build_plan(policy, replay_db=replay_db, http_port=http_port, port_file=port_file)
+    plan = build_plan(
+        policy,
+        replay_db=replay_db,
+        http_port=http_port,
+        port_file=port_file,
+        connect_ports=connect_ports,
+        connect_names=connect_names,
+    )
     host = probe() if unavailable_reason() is not None else None
     by_path = {ws.path: roots[ws.name] for ws in policy.workspaces if roots and ws.name in roots}
     seen = _enter_view(plan, by_path).to_json()
@@ -493,7 +539,10 @@ def _enter_view(plan: Plan, roots: Mapping[str, RootHandle]) -> View:
         raise SelfConfinementFailed("refusing to give a multi-threaded process a private view")
     mounts = view_mounts(plan, {path: root.fd for path, root in roots.items()})
     try:
-        seen = view.enter(mounts, plan.literals, network=bool(plan.bind_ports))
+        # The host's network only when the server must reach it: a port it serves (--http) or
+        # one it connects to (the replay store); stdio alone gets an empty network namespace.
+        network = bool(plan.bind_ports or plan.connect_ports)
+        seen = view.enter(mounts, plan.literals, network=network)
     except (view.ViewFailed, OSError, ValueError) as exc:
         raise SelfConfinementFailed(str(exc)) from None
     if seen.enforced and seen.proc == "bind":

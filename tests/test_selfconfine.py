@@ -25,6 +25,7 @@ from fs_notes.sandbox import landlock_abi as ll
 from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 from fs_notes.sandbox.selfconfine import (
     LIST,
+    NAME_SERVICE_FILES,
     SelfConfinementFailed,
     build_plan,
     elf_interpreter,
@@ -189,6 +190,33 @@ def test_the_plan_can_start_workers_and_never_names_the_root_or_the_key(layout: 
     assert len(rules) == len(plan.grants)  # one rule per path (rights merged)
 
 
+def test_connect_names_adds_the_name_service_files_only_when_asked(layout: Path) -> None:
+    # A replay store named by host name needs the C library's resolver files; one given by
+    # address (or none) does not, and stdio without it gets none of them.
+    policy = Policy.for_single_workspace(str(layout / "notes"), "me", token_sha256=None)
+    present = {os.path.realpath(p) for p in NAME_SERVICE_FILES if os.path.isfile(p)}
+    assert os.path.realpath("/etc/hosts") in present  # positive control: there is one to grant
+    by_address = build_plan(policy, replay_db=None, connect_ports=[6379])
+    by_name = build_plan(policy, replay_db=None, connect_ports=[6379], connect_names=True)
+    rules = {g.path: g.rights for g in by_name.grants}
+    assert not present & {g.path for g in by_address.grants}
+    assert not set(NAME_SERVICE_FILES) & set(by_address.literals)
+    assert all(rules[path] == ll.ACCESS_FS_READ_FILE for path in present)
+    assert set(NAME_SERVICE_FILES) <= set(by_name.literals)
+    # Everything else is the same plan: the connect ports, and no port to bind.
+    assert {g.path for g in by_name.grants} - present == {g.path for g in by_address.grants}
+    for plan in (by_address, by_name):
+        assert plan.connect_ports == (6379,) and plan.bind_ports == ()
+    assert build_plan(policy, replay_db=None).connect_ports == ()
+
+
+@pytest.mark.parametrize("port", [0, 65536, -1, True, "6379"])
+def test_a_connect_port_that_is_not_a_tcp_port_is_refused(layout: Path, port: object) -> None:
+    policy = Policy.for_single_workspace(str(layout / "notes"), "me", token_sha256=None)
+    with pytest.raises(SelfConfinementFailed, match="not a TCP port"):
+        build_plan(policy, replay_db=None, connect_ports=[port])  # type: ignore[list-item]
+
+
 def test_a_replay_database_at_the_filesystem_root_is_refused(layout: Path) -> None:
     policy = Policy.for_single_workspace(str(layout / "notes"), "me", token_sha256=None)
     with pytest.raises(SelfConfinementFailed, match="replay database folder"):
@@ -305,6 +333,93 @@ def test_landlock_alone_lets_the_server_reach_only_what_its_plan_allows(layout: 
     assert out["claimed"] is True
     assert (layout / "outside.md").read_text() == "# outside\n"
     assert not (layout / "new.md").exists()
+
+
+def _view_runs() -> bool:
+    """Whether confine_server builds its private view here (CI rule of tests/layers.py)."""
+    verdict, why = requirement("view")
+    if verdict == "fail":
+        pytest.fail(why)
+    return verdict == "run"
+
+
+@pytest.mark.parametrize(
+    ("mode", "given"),
+    [("stdio", "store"), ("http", "store"), ("stdio", "none"), ("http", "none")],
+)
+def test_the_server_connects_to_its_replay_store_s_port_and_no_other(
+    layout: Path, mode: str, given: str
+) -> None:
+    # Two listeners on 127.0.0.1, both reachable before (positive control). After confine_server
+    # with connect_ports=(store,) only the store's connects; the other is EACCES (Landlock). In
+    # stdio mode the connect proves the view kept the host's network; without connect ports the
+    # store's port is refused like any other (and stdio gets an empty network namespace).
+    if not landlock_runs():
+        return
+    view_on = _view_runs()
+    out = run_child(
+        """
+        base, mode, given = sys.argv[1:4]
+        listeners = []
+        for _ in range(2):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            s.listen(8)
+            listeners.append(s)
+        store, other = (s.getsockname()[1] for s in listeners)
+        def connect(port):
+            return lambda: socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        checks = {"store": connect(store), "other": connect(other)}
+        out["before"] = {name: attempt(fn) for name, fn in checks.items()}
+        policy = Policy.for_single_workspace(base + "/notes", "me", token_sha256=None)
+        http_port = free_port() if mode == "http" else None
+        done = confine_server(policy, replay_db=base + "/state/replay.db", http_port=http_port,
+                              connect_ports=(store,) if given == "store" else ())
+        out["enforced"], out["abi"], out["view"] = done.enforced, done.abi, done.view
+        out["after"] = {name: attempt(fn) for name, fn in checks.items()}
+        out["recorded"] = done.to_json()["connect_ports"] == ([store] if given == "store" else [])
+        out["root"] = attempt(lambda: os.listdir("/"))
+        """,
+        str(layout),
+        mode,
+        given,
+    )
+    assert out["before"] == {"store": "ok", "other": "ok"}
+    assert out["enforced"] is True and out["recorded"] is True
+    assert out["view"]["enforced"] is view_on
+    network = mode == "http" or given == "store"
+    if view_on:
+        assert out["view"]["network"] is network
+    reach = "ok" if network or not view_on else "ENETUNREACH"  # an empty namespace: lo is down
+    denied = "EACCES" if out["abi"] >= 4 else reach  # no TCP rules before ABI 4
+    allowed = reach if given == "store" else denied
+    assert out["after"] == {"store": allowed, "other": denied}
+    assert out["root"] == "EACCES"  # and the filesystem is confined as ever
+
+
+def test_connect_ports_are_refused_without_tcp_handled_or_out_of_range() -> None:
+    # Validated before anything is applied: / is still listable afterwards in the same child.
+    if not landlock_runs():
+        return
+    out = run_child(
+        """
+        from fs_notes.sandbox.confine import confine
+        def refused(**kwargs):
+            try:
+                confine([], **kwargs)
+                return "confined"
+            except ValueError as exc:
+                return str(exc)
+        out["no_tcp"] = refused(deny_tcp=False, connect_ports=[6379])
+        out["range"] = refused(connect_ports=[70000])
+        out["root"] = attempt(lambda: os.listdir("/"))
+        """
+    )
+    assert out == {
+        "no_tcp": "connect_ports only mean something when TCP is handled (deny_tcp)",
+        "range": "not a TCP port: 70000",
+        "root": "ok",
+    }
 
 
 @pytest.mark.parametrize("how", ["landlock", "serve"])
