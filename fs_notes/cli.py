@@ -107,6 +107,24 @@ def _parser() -> argparse.ArgumentParser:
         f"default: {os.path.join(state, 'replay.sqlite3')}",
     )
     serve.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="this host's own state folder: the search index, the kept key ring and the "
+        f"replay database (default: {state})",
+    )
+    serve.add_argument(
+        "--replay-store",
+        metavar="URL",
+        help="a replay store shared by several instances instead of the SQLite file: "
+        "redis://[USER@]HOST[:PORT][/DB] or rediss://... (TLS); needs --state-key-file "
+        "(docs/deploy.md)",
+    )
+    serve.add_argument(
+        "--replay-store-password-file",
+        metavar="FILE",
+        help="the replay store's password, in a file only you can read (chmod 600)",
+    )
+    serve.add_argument(
         "--audit-log",
         metavar="FILE",
         help="append destructive decisions here as JSON lines (default: none)",
@@ -160,9 +178,27 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     check = sub.add_parser(
-        "check", parents=common, help="which containment layers this host can enforce"
+        "check",
+        parents=common,
+        help="which containment layers this host can enforce, and whether the replay store answers",
+        description="Which containment layers this host can enforce (tested for real), and the "
+        "replay store serve would use with the same options, asked whether it answers. Exit "
+        "status: 0; 1 when a shared replay store (--replay-store, or the policy's "
+        "[replay_store]) is configured and does not answer (for a health probe); 2 for a "
+        "configuration error.",
     )
     check.add_argument("--json", action="store_true")
+    check.add_argument(
+        "--policy", metavar="FILE", help="policy file: its [replay_store], as serve reads it"
+    )
+    check.add_argument(
+        "--replay-store", metavar="URL", help="the shared replay store, as for serve"
+    )
+    check.add_argument(
+        "--replay-store-password-file",
+        metavar="FILE",
+        help="the replay store's password file, as for serve",
+    )
 
     exercises = sub.add_parser(
         "exercises",
@@ -217,9 +253,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return init(args)
         if args.command == "check":
-            from .check import check
+            from .check import check, store_location
 
-            return check(as_json=args.json)
+            store = store_location(args.policy, args.replay_store, args.replay_store_password_file)
+            return check(as_json=args.json, store=store)
         if args.command == "exercises":
             from .exercises.command import exercises
 

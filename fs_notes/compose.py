@@ -13,12 +13,20 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from .config import StatePaths, folder_problem
 from .confirm.audit import AuditLog, AuditLogDamaged
-from .confirm.replay import MAX_ROWS, ReplayStore, UnsafeLocation, default_replay_path
+from .confirm.replay import (
+    MAX_ROWS,
+    NETWORK_FILESYSTEMS,
+    ReplayStore,
+    UnsafeLocation,
+    default_replay_path,
+    filesystem_type,
+)
+from .confirm.spent import SpentNonces, StoreUnavailable
 from .errors import ConfigError
 from .fs import FsError, WorkspaceRoot
 from .policy import Policy
@@ -60,21 +68,95 @@ class ConfirmParts:
     """What notes_delete needs besides the workspaces (see tools/delete.py), and where it is."""
 
     sealer: StateSealer
-    replay: ReplayStore
+    replay: SpentNonces
     audit: AuditLog
     # For the start-up summary: where the key ring came from, and the id of the signing key.
     key_source: str = "given"  # "file PATH", "kept at PATH", "in memory ..."
     key_id: str = ""
+    #: This host's own state folder (the search index); None: beside the SQLite database.
+    state_dir: str | None = None
+
+    @property
+    def replay_db(self) -> str | None:
+        """The SQLite file of the replay store, if that is the store (None: a shared one)."""
+        return self.replay.path if isinstance(self.replay, ReplayStore) else None
+
+    @property
+    def index_dir(self) -> str | None:
+        """Where the search index is kept (None: in memory, with an in-memory database)."""
+        if self.state_dir is not None:
+            return self.state_dir
+        db = self.replay_db
+        return None if db is None or db == ":memory:" else os.path.dirname(os.path.abspath(db))
 
     def close(self) -> None:
         self.replay.close()
         self.audit.close()
 
 
+def _shared_store(state: StatePaths, policy: Policy | None) -> SpentNonces:
+    """The Redis store `state.replay_store` names, checked now: it answers and keeps keys
+    (noeviction). Unreachable at start-up is not fatal (the store may start later): the
+    server serves, refuses every deletion until it answers, and says so."""
+    from .confirm.redis_store import RedisReplayStore
+
+    location = state.replay_store
+    assert location is not None
+    per = policy.limits.nonces_per_principal if policy is not None else None
+    rows = max(MAX_ROWS, (per or 0) * (len(policy.principals) if policy is not None else 0))
+    try:
+        store = RedisReplayStore(location, max_rows=rows, per_principal=per)
+    except StoreUnavailable as exc:  # its TLS files
+        raise ConfigError(str(exc)) from None
+    try:
+        store.epoch()
+    except StoreUnavailable as exc:
+        log.warning("%s; deletions are refused until it answers", exc)
+    return store
+
+
+def _state_dir(state: StatePaths) -> str:
+    """This host's own state folder, made 0700 if missing; refused on a network or FUSE
+    filesystem, where the SQLite search indexes it holds could not rely on their locks."""
+    if state.state_dir is None:
+        try:
+            folder = os.path.dirname(default_replay_path())
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"the default state folder: {exc} (or pass --state-dir)") from None
+        where = f"the state folder {folder}"
+    else:
+        folder, where = state.state_dir, f"--state-dir {state.state_dir}"
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{where}: {exc.strerror}") from None
+    try:
+        kind = NETWORK_FILESYSTEMS.get(filesystem_type(os.path.realpath(folder)))
+    except OSError as exc:
+        raise ConfigError(f"{where}: {exc.strerror}") from None
+    if kind is not None:
+        raise ConfigError(
+            f"{where} is on a {kind} filesystem: each instance needs a state folder of its own "
+            "on a local disk (docs/deploy.md)"
+        )
+    return folder
+
+
 def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> ConfirmParts:
     """The sealer, replay store and audit log. Without a state key file the key ring is kept
     beside the replay database (made there, 0600, on first start), so that a confirmation in
-    flight survives a restart; an in-memory replay database gets a key that dies with us."""
+    flight survives a restart; an in-memory replay database gets a key that dies with us.
+    With a shared store (`state.replay_store`) the key ring is the state key file (config.py
+    requires one) and the state folder holds only this host's search index."""
+    if state.replay_store is not None:
+        folder = _state_dir(state)
+        shared = _shared_store(state, policy)
+        try:
+            parts = _with_keys_and_audit(state, shared, None)
+        except ConfigError:
+            shared.close()
+            raise
+        return replace(parts, state_dir=folder)
     try:
         path = state.replay_db or default_replay_path()
     except (ValueError, OSError) as exc:
@@ -102,8 +184,20 @@ def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> Confi
             "the kernel's boot id cannot be read: states sealed before a reboot cannot be "
             "told apart, so every confirmation claim is fsync'ed (synchronous=FULL)"
         )
+    keep = None if state.state_key_file or path == ":memory:" else os.path.dirname(path) or "."
+    try:
+        return _with_keys_and_audit(state, replay, keep)
+    except ConfigError:
+        replay.close()
+        raise
+
+
+def _with_keys_and_audit(
+    state: StatePaths, replay: SpentNonces, keep: str | None
+) -> ConfirmParts:
+    """The key ring (the state key file, else kept in `keep`, else in memory) and the audit
+    log, around `replay` (the caller closes it on ConfigError)."""
     key_file = state.state_key_file
-    keep = None if key_file or path == ":memory:" else os.path.dirname(path) or "."
     try:
         if key_file:
             keyring, source = KeyRing.from_file(key_file), f"file {key_file}"
@@ -114,7 +208,6 @@ def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> Confi
         else:
             keyring, source = KeyRing.ephemeral(), "in memory (dies with the server)"
     except (KeyFileError, OSError) as exc:
-        replay.close()
         if key_file:
             raise ConfigError(f"--state-key-file {key_file}: {exc}") from None
         where = os.path.join(keep or "", KEPT_NAME)
@@ -122,10 +215,8 @@ def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> Confi
     try:
         audit = AuditLog(state.audit_log)
     except AuditLogDamaged as exc:
-        replay.close()
         raise ConfigError(f"the audit log {state.audit_log}: {exc}") from None
     except OSError as exc:
-        replay.close()
         raise ConfigError(f"--audit-log {state.audit_log}: {exc.strerror}") from None
     return ConfirmParts(StateSealer(keyring), replay, audit, source, keyring.signing_kid)
 
@@ -156,9 +247,7 @@ def build_server(
     from .tools.move_tool import build as move_tools
     from .tools.summarize import SummarizeTool
 
-    replay = confirm.replay.path
-    index_dir = None if replay == ":memory:" else os.path.dirname(os.path.abspath(replay))
-    env = NotesEnv(policy, roots, ids, index_dir)
+    env = NotesEnv(policy, roots, ids, confirm.index_dir)
     delete = DeleteTool(
         env,
         confirm.sealer,

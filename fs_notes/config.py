@@ -18,6 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from .confirm.location import RedisLocation
 from .errors import ConfigError
 from .policy import Policy, PolicyError, hash_token
 from .secretfile import SecretFileError, read_secret_file
@@ -107,11 +108,15 @@ def read_token(path: str) -> str:
 @dataclass(frozen=True)
 class StatePaths:
     """Where confirmations are kept: None means the default (docs/interface.md): the replay
-    database in the state folder, the key ring beside it, no audit log."""
+    database in the state folder, the key ring beside it, no audit log. `state_dir` is this
+    host's own folder (default: the replay database's folder, else $XDG_STATE_HOME/fs-notes);
+    `replay_store` a shared store (Redis) instead of the SQLite database (docs/deploy.md)."""
 
     replay_db: str | None = None
     state_key_file: str | None = None
     audit_log: str | None = None
+    state_dir: str | None = None
+    replay_store: RedisLocation | None = None
 
 
 @dataclass(frozen=True)
@@ -146,14 +151,11 @@ class ServeConfig:
             used = "--port-file" if args.port_file else used
             raise ConfigError(f"{used} only applies with --http HOST:PORT")
         policy_file = _path(args.policy)
+        policy = _policy(args, policy_file)
         return cls(
-            policy=_policy(args, policy_file),
+            policy=policy,
             http=http,
-            state=StatePaths(
-                replay_db=_path(args.replay_db),
-                state_key_file=_path(args.state_key_file),
-                audit_log=_path(args.audit_log),
-            ),
+            state=_state(args, policy),
             allow_unconfined=bool(args.allow_unconfined),
             self_confine=not args.no_self_confine,
             policy_file=policy_file,
@@ -162,6 +164,79 @@ class ServeConfig:
 
 def _path(text: str | None) -> str | None:
     return None if text is None else expand_path(text)
+
+
+MAX_PASSWORD_FILE_BYTES = 4096
+
+
+def _state(args: argparse.Namespace, policy: Policy) -> StatePaths:
+    state_dir = _path(args.state_dir)
+    replay_db = _path(args.replay_db)
+    if replay_db is None and state_dir is not None:
+        replay_db = os.path.join(state_dir, "replay.sqlite3")
+    return StatePaths(
+        replay_db=replay_db,
+        state_key_file=_path(args.state_key_file),
+        audit_log=_path(args.audit_log),
+        state_dir=state_dir,
+        replay_store=_replay_store(args, policy),
+    )
+
+
+def _replay_store(args: argparse.Namespace, policy: Policy) -> RedisLocation | None:
+    """serve's shared store (`replay_store_location`), which excludes --replay-db and needs
+    the shared key ring (--state-key-file)."""
+    if args.replay_store or policy.replay_store is not None:
+        flag = _store_flag(args.replay_store)
+        if args.replay_db is not None:
+            raise ConfigError(f"give either {flag} or --replay-db FILE, not both")
+        if args.state_key_file is None:
+            raise ConfigError(
+                f"{flag} is for several instances, which must share one key ring: pass "
+                "--state-key-file FILE, the same file on every host (docs/deploy.md)"
+            )
+    return replay_store_location(args.replay_store, args.replay_store_password_file, policy)
+
+
+def _store_flag(url: str | None) -> str:
+    return "--replay-store" if url else "the policy's [replay_store] url"
+
+
+def replay_store_location(
+    url: str | None, password_file: str | None, policy: Policy | None
+) -> RedisLocation | None:
+    """The shared replay store `url` (--replay-store) names, else the policy's [replay_store]
+    url; None if neither does. Its password is read now (owner-only, secretfile.py) from
+    `password_file` (--replay-store-password-file), else, when the URL is the policy's, from
+    the policy's password_file. What `serve` (`ServeConfig`) and `fs-notes check` use; one-line
+    ConfigError for a password file without a URL, an unreadable password file or a bad URL."""
+    from .confirm.location import parse_location
+
+    setting = policy.replay_store if policy is not None else None
+    flag = _store_flag(url)
+    if password_file is None and setting is not None and not url:
+        password_file = setting.password_file
+    url = url or (setting.url if setting is not None else None)
+    if url is None:
+        if password_file is not None:
+            raise ConfigError("--replay-store-password-file only applies with --replay-store URL")
+        return None
+    password = None
+    if password_file is not None:
+        password_file = expand_path(password_file)
+        try:
+            data = read_secret_file(password_file, limit=MAX_PASSWORD_FILE_BYTES)
+            password = data.decode("utf-8").strip("\n")
+        except SecretFileError as exc:
+            raise ConfigError(f"the replay store password file {password_file}: {exc}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"the replay store password file {password_file}: not UTF-8 text"
+            ) from None
+    try:
+        return parse_location(url, password=password)
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
 
 
 def _checked_hosts(entries: list[str]) -> list[str]:

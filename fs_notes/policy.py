@@ -37,7 +37,7 @@ import hmac
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from fs_notes.fs.resolvers import SymlinkPolicy  # (one home: the filesystem layer's)
 from fs_notes.lexical import (
@@ -49,6 +49,9 @@ from fs_notes.lexical import (
     relative_note_id,
 )
 from fs_notes.limits import Limits
+
+if TYPE_CHECKING:
+    from fs_notes.confirm.location import StoreSetting
 
 __all__ = [
     "NOT_AUTHENTICATED",
@@ -214,10 +217,13 @@ class Policy:
         local: str | None = None,
         source: str | None = None,
         limits: Limits | None = None,
+        replay_store: StoreSetting | None = None,
     ) -> None:
         """Internal: use :func:`fs_notes.policy_file.load_policy` or
         :meth:`for_single_workspace` (they validate)."""
         self.source = source
+        #: The shared replay store the file names ([replay_store]), if any (config.py opens it).
+        self.replay_store = replay_store
         self.limits = limits if limits is not None else Limits()
         self.principals = tuple(principals)
         self.workspaces = tuple(workspaces)

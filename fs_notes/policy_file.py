@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
+from .confirm.location import StoreSetting, parse_location
 from .lexical import LexicalError, WorkspacePath
 from .limits import RANGES, Limits
 from .policy import (
@@ -125,11 +126,32 @@ class _LimitsTable(_Table):
         return value
 
 
+class _ReplayStoreTable(_Table):
+    """[replay_store]: the shared spent-nonce store of several instances (docs/deploy.md)."""
+
+    url: str
+    password_file: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        parse_location(value)  # the same rules and messages as --replay-store
+        return value
+
+    @field_validator("password_file")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("/", "~", "$HOME", "${HOME}")):
+            raise ValueError("must be an absolute path (or start with ~ or $HOME)")
+        return value
+
+
 class _PolicyFile(_Table):
     principal: list[_PrincipalTable] = []
     workspace: list[_WorkspaceTable] = []
     grant: list[_GrantTable] = []
     limits: _LimitsTable = _LimitsTable()
+    replay_store: _ReplayStoreTable | None = None
 
 
 # --- problems, located ------------------------------------------------------------------------
@@ -279,6 +301,11 @@ def _from_tables(doc: _PolicyFile, source: str | None, lines: _KeyLines | None) 
         local=local,
         source=source,
         limits=limits,
+        replay_store=(
+            StoreSetting(doc.replay_store.url, doc.replay_store.password_file)
+            if doc.replay_store is not None
+            else None
+        ),
     )
 
 

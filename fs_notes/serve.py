@@ -132,9 +132,16 @@ def _confine_self(
     from .sandbox.selfconfine import SelfConfinementFailed, confine_server
 
     try:
+        store = config.state.replay_store
+        # The folder it keeps state in (SQLite's, or the state folder beside a shared store).
+        db = confirm.replay_db
+        if db is None and confirm.index_dir is not None:
+            db = os.path.join(confirm.index_dir, "replay.sqlite3")
         done = confine_server(
             config.policy,
-            replay_db=confirm.replay.path,
+            replay_db=db,
+            connect_ports=(store.port,) if store is not None else (),
+            connect_names=store is not None and store.host_is_name,
             http_port=port,
             port_file=config.http.port_file if config.http is not None else None,
             roots=roots,

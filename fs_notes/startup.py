@@ -47,7 +47,11 @@ def summary_lines(
         )
         lines.append(f"principal {principal.name} ({ways}): {grants or 'no grants'}")
     lines.extend(_confinement(confined))
-    lines.append(f"replay database: {confirm.replay.path}")
+    if confirm.replay_db is not None:
+        lines.append(f"replay database: {confirm.replay_db}")
+    else:
+        lines.append(f"replay store: {confirm.replay.describe()}, shared; state folder "
+                     f"{confirm.index_dir}")  # fmt: skip
     lines.append(f"audit log: {confirm.audit.path or 'off (--audit-log FILE to keep one)'}")
     lines.append(f"state key: {confirm.key_id}, {confirm.key_source}")
     return lines

@@ -10,6 +10,7 @@ from typing import Any
 from fs_notes.compose import ConfirmParts, build_server, open_roots
 from fs_notes.confirm.audit import AuditLog
 from fs_notes.confirm.replay import ReplayStore
+from fs_notes.confirm.spent import SpentNonces
 from fs_notes.policy import Policy, Principal
 from fs_notes.protocol.dispatch import Dispatcher
 from fs_notes.protocol.envelope import Request
@@ -28,11 +29,17 @@ class InProcess:
         keyring: KeyRing,
         clock: Callable[[], float],
         audit: Path | None = None,
+        replay: SpentNonces | None = None,
     ) -> None:
+        """`replay`: a store to use (the caller's to close) instead of a SQLite file in
+        `state_dir`."""
         self.roots = open_roots(policy)
-        self.replay = ReplayStore(str(state_dir / "replay.db"), clock=clock)
+        self._own_replay = replay is None
+        self.replay = replay or ReplayStore(str(state_dir / "replay.db"), clock=clock)
         self.audit = AuditLog(str(audit) if audit else None)
-        parts = ConfirmParts(StateSealer(keyring, clock=clock), self.replay, self.audit)
+        parts = ConfirmParts(
+            StateSealer(keyring, clock=clock), self.replay, self.audit, state_dir=str(state_dir)
+        )
         self.dispatcher: Dispatcher
         self.dispatcher, self.env = build_server(
             policy, self.roots, parts, deleter="unconfined", writer="unconfined"
@@ -62,5 +69,6 @@ class InProcess:
     def close(self) -> None:
         for root in self.roots.values():
             root.close()
-        self.replay.close()
+        if self._own_replay:
+            self.replay.close()
         self.audit.close()

@@ -307,6 +307,45 @@ def test_a_replay_database_on_fuse_is_refused_at_start_up(tmp_path: Path) -> Non
     assert list(source.iterdir()) == []  # nothing was created there
 
 
+def test_a_state_folder_on_fuse_beside_a_shared_store_is_refused_at_start_up(
+    tmp_path: Path,
+) -> None:
+    """With a shared replay store the state folder holds only SQLite search indexes, which a
+    network or FUSE filesystem would serve with unreliable locks (issue 18)."""
+    _need_root()
+    source, mounted = tmp_path / "src", tmp_path / "fuse"
+    source.mkdir()
+    mounted.mkdir()
+    keys = tmp_path / "keys"
+    keys.write_text("k" * 44)
+    keys.chmod(0o600)
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    store = ["--replay-store", "redis://127.0.0.1:9/0", "--state-key-file", str(keys)]
+    subprocess.run(["bindfs", str(source), str(mounted)], check=True)
+    try:
+        refused = _start(str(ws), *store, "--state-dir", str(mounted / "state"))
+    finally:
+        subprocess.run(["umount", str(mounted)], check=False)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"fs-notes: --state-dir {mounted / 'state'} is on a FUSE filesystem: each instance "
+        "needs a state folder of its own on a local disk (docs/deploy.md)\n"
+    )
+    assert list((source / "state").iterdir()) == []  # made (0700), nothing in it
+    # the control: the same line with a local folder starts (and warns of the store)
+    local = tmp_path / "local"
+    started = subprocess.Popen(
+        [sys.executable, "-m", "fs_notes", "serve", str(ws), *store, "--state-dir", str(local)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+        env=child_env(), text=True,
+    )  # fmt: skip
+    _out, err = started.communicate("", timeout=60)  # stdin EOF: it stops
+    assert started.returncode == 0, err
+    assert "deletions are refused until it answers" in err
+    assert "replay store: Redis redis://127.0.0.1:9/0, no password, shared" in err
+
+
 def test_state_files_that_are_not_regular_files_stop_the_start_without_hanging(
     tmp_path: Path,
 ) -> None:

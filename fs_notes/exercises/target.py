@@ -179,7 +179,9 @@ def run(argv: Sequence[str]) -> int:
     trace = Trace()
     real = open_roots(policy) if knockout != "filesystem" else {}
     host = HostLookup()  # the judge's look at the host, from before the private view
-    self_confined, host_report = _confine_self(knockout, policy, confirm.replay.path, real)
+    db = confirm.replay_db
+    assert db is not None  # the target keeps its own SQLite file
+    self_confined, host_report = _confine_self(knockout, policy, db, real)
     roots: dict[str, NoteRoot] = {}
     for ws in policy.workspaces:
         if knockout == "filesystem":

@@ -14,6 +14,8 @@ claim a state carries is sealed and checked in one place:
     phase       `Progress.phase` (a waiting phase)   the phase the answer names, else any
                                                      waiting phase of the flow
     boot        this boot's id (flows that bind it)  this boot's id
+    epoch       the replay store's epoch (flows      not here: by the replay store, inside
+                whose store has one)                 the claim (confirm/spent.py)
     round       `Progress.rounds` (bounded flows)    1 .. the flow's `max_rounds`
     (data)      the tool's own claims                the tool's parser, run once, here
 
@@ -49,7 +51,7 @@ BOOT_ID: str = boot_id() or "unknown"
 
 #: Claims this module seals itself; a tool's data may not set them (nor the sealer's own).
 _OWN_CLAIMS = frozenset({"principal", "method", "tool", "args", "workspace", "phase", "boot",
-                         "round"})  # fmt: skip
+                         "round", "epoch"})  # fmt: skip
 
 T = TypeVar("T")
 
@@ -90,6 +92,8 @@ class Round(Generic[T]):
     token: str
     nonce: str
     expires: float
+    #: The replay store's epoch the state was sealed under (None: the store has none).
+    epoch: str | None = None
 
     @property
     def phase(self) -> Phase:
@@ -98,7 +102,9 @@ class Round(Generic[T]):
 
 class RequestState(Generic[T]):
     """Seals and opens the states of one flow; `parse` turns a sealed payload's data claims of
-    a phase into the tool's typed value (StateRejected if they are malformed)."""
+    a phase into the tool's typed value (StateRejected if they are malformed). `epoch`, when
+    given, is asked at every seal for the replay store's epoch (None: it has none; it may raise,
+    and then nothing is sealed); the store checks it when the nonce is claimed."""
 
     def __init__(
         self,
@@ -107,8 +113,10 @@ class RequestState(Generic[T]):
         parse: Callable[[Phase, Mapping[str, Any]], T],
         *,
         bind_boot: bool = False,
+        epoch: Callable[[], str | None] | None = None,
     ) -> None:
         self.sealer, self.flow, self._parse, self._bind_boot = sealer, flow, parse, bind_boot
+        self._epoch = epoch
 
     @property
     def ttl(self) -> float:
@@ -136,6 +144,9 @@ class RequestState(Generic[T]):
             claims["round"] = progress.rounds
         if self._bind_boot:
             claims["boot"] = BOOT_ID
+        epoch = self._epoch() if self._epoch is not None else None
+        if epoch is not None:
+            claims["epoch"] = epoch
         return claims
 
     def seal(self, bind: Binding, progress: Progress, data: Mapping[str, Any]) -> str:
@@ -165,6 +176,9 @@ class RequestState(Generic[T]):
         rounds = claims.get("round") if limit is not None else 1
         if not (isinstance(rounds, int) and 1 <= rounds <= (limit or 1)):
             raise StateRejected("round out of bounds")
+        epoch = claims.get("epoch")
+        if epoch is not None and not (isinstance(epoch, str) and 0 < len(epoch) <= 200):
+            raise StateRejected("malformed epoch")
         data = self._parse(phase, claims)
         answer = (echo.responses or {}).get(self.flow.asks[phase])
         return Round(
@@ -174,4 +188,5 @@ class RequestState(Generic[T]):
             token=echo.token,
             nonce=str(claims["nonce"]),
             expires=float(claims["exp"]),
+            epoch=epoch,
         )

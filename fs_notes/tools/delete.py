@@ -10,7 +10,8 @@ state (fs_notes/rounds/request.py: every claim, the boot id included, checked th
 candidates parsed there, once; any failure: -32602 with one fixed message, the reason to the log),
 decide from `inputResponses` (flow.py), and only for an accepted, confirmed choice among the sealed
 candidates: re-check the id lexically, compare the live identity with the sealed one, claim the
-nonce in the shared replay store (one winner across every instance), then delete through the
+nonce in the shared replay store (one winner across every instance, under the store's epoch that
+the state was sealed with: confirm/spent.py), then delete through the
 deleter, which checks the identity once more at the parent fd. The round is chosen from the parsed
 params, and each step is one of the flow's transitions (fs_notes/rounds/phases.py).
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..confirm.audit import AuditLog
@@ -39,7 +40,13 @@ from ..confirm.flow import (
     decide,
     input_request,
 )
-from ..confirm.replay import PrincipalQuotaFull, ReplayStore, ReplayStoreFull
+from ..confirm.spent import (
+    EpochChanged,
+    PrincipalQuotaFull,
+    ReplayStoreFull,
+    SpentNonces,
+    StoreUnavailable,
+)
 from ..fs import FsError, Identity
 from ..lexical import LexicalError
 from ..policy import Principal
@@ -56,6 +63,20 @@ from .loading import load_note, stat_key
 from .registry import WORKSPACE_URI, MultiRound, ToolSpec
 
 log = logging.getLogger("fs_notes.delete")
+
+_UNAVAILABLE = (
+    "the confirmation store cannot be reached, so no deletion can be confirmed now; nothing "
+    "was deleted. Try again later"
+)
+
+
+@dataclass(frozen=True)
+class _Spend:
+    """What a claim spends: the state's nonce, its expiry and the store epoch it was sealed in."""
+
+    nonce: str
+    expires: float
+    epoch: str | None
 
 
 class NoteDeleter(Protocol):
@@ -121,14 +142,17 @@ class DeleteTool:
         self,
         env: NotesEnv,
         sealer: StateSealer,
-        replay: ReplayStore,
+        replay: SpentNonces,
         audit: AuditLog,
         deleter: NoteDeleter,
     ) -> None:
         self.env, self.replay, self.audit, self.deleter = env, replay, audit, deleter
-        # The request state binds the boot id too: the replay store's claims may not survive a
-        # power loss (confirm/replay.py), a reboot must not revive a confirmation.
-        self.state = RequestState(sealer, DELETE, _sealed_candidates, bind_boot=True)
+        # The request state binds what the store's durability rests on: the boot id for SQLite
+        # (its claims may not survive a power loss: a reboot must not revive a confirmation),
+        # the store's epoch for a shared store (checked when the nonce is claimed).
+        self.state = RequestState(
+            sealer, DELETE, _sealed_candidates, bind_boot=replay.binds_boot, epoch=replay.epoch
+        )
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -230,6 +254,10 @@ class DeleteTool:
             raise ToolFailure(
                 "the matching note ids are too long to confirm; narrow the title"
             ) from None
+        except StoreUnavailable as exc:  # a confirmation it could not record: do not ask
+            log.error("replay store unavailable: %s", exc)
+            self._audit(call, ws.workspace.name, None, "delete-failed", "replay-store")
+            raise ToolFailure(_UNAVAILABLE) from None
         return InputRequiredResult(
             input_requests=input_request(args["workspaceUri"], args["title"], candidates),
             request_state=token,
@@ -252,15 +280,16 @@ class DeleteTool:
             raise ProtocolError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         opened.progress.fire(Event.FINISHED)
         nonce, expires = opened.nonce, opened.expires
+        spend = _Spend(nonce, expires, opened.epoch)
         if self._spent(call, name, nonce):  # a clear answer early; the atomic claim comes later
             self._audit(call, name, None, "replay-refused")
             raise refuse_state("nonce already spent")
         if isinstance(outcome, Decision.Delete):
-            return self._delete(call, name, ws, outcome, nonce, expires)
+            return self._delete(call, name, ws, outcome, spend)
         # Declined or cancelled: what each spends and records is the decision table's
         # (confirm/flow.py): a decline spends the nonce, a cancel leaves it for a retry.
         if outcome.spends_nonce:
-            self._claim(call, name, None, nonce, expires)
+            self._claim(call, name, None, spend)
         reason = outcome.reason if isinstance(outcome, Decision.Declined) else None
         self._audit(call, name, None, outcome.audit_outcome, reason)
         return _complete(outcome.ending, {"deleted": None, "outcome": outcome.audit_outcome})
@@ -283,16 +312,16 @@ class DeleteTool:
     def _spent(self, call: Call, ws: str, nonce: str) -> bool:
         try:
             return self.replay.is_spent(nonce)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, StoreUnavailable) as exc:
             log.error("replay store could not be read: %s", exc)
             self._audit(call, ws, None, "delete-failed", "replay-store")
             raise ToolFailure(
                 "the confirmation could not be checked; nothing was deleted"
             ) from None
 
-    def _claim(self, call: Call, ws: str, note_id: str | None, nonce: str, expires: float) -> None:
+    def _claim(self, call: Call, ws: str, note_id: str | None, spend: _Spend) -> None:
         try:
-            won = self.replay.claim(nonce, expires, call.principal.name)
+            won = self.replay.claim(spend.nonce, spend.expires, call.principal.name, spend.epoch)
         except PrincipalQuotaFull as exc:
             log.warning("replay store refused a claim of %s: %s", shown(call.principal.name), exc)
             self._audit(call, ws, note_id, "delete-failed", "quota")
@@ -300,7 +329,14 @@ class DeleteTool:
                 "you have too many confirmations recorded at once; nothing was deleted. "
                 "Try again once earlier ones have expired"
             ) from None
-        except (ReplayStoreFull, sqlite3.Error) as exc:
+        except EpochChanged as exc:
+            log.warning("replay store refused a claim: %s", exc)
+            self._audit(call, ws, note_id, "state-refused", "epoch")
+            raise ToolFailure(
+                "this confirmation was asked for before the confirmation store restarted, so it "
+                "cannot be checked; nothing was deleted. Start over with a new notes_delete call"
+            ) from None
+        except (ReplayStoreFull, StoreUnavailable, sqlite3.Error) as exc:
             log.error("replay store refused a claim: %s", exc)
             self._audit(call, ws, note_id, "delete-failed", "replay-store")
             raise ToolFailure(
@@ -310,8 +346,16 @@ class DeleteTool:
             self._audit(call, ws, note_id, "replay-refused")
             raise refuse_state("nonce already spent")
 
+    def _spent_meanwhile(self, call: Call, ws: str, spend: _Spend) -> None:
+        """The same confirmation retried at once (at two instances, say): the winner claims
+        before it deletes, so a loser that finds the note gone or changed finds the nonce spent
+        too, and gets the replay refusal, not a "changed" that would send the user looking."""
+        if self._spent(call, ws, spend.nonce):
+            self._audit(call, ws, None, "replay-refused")
+            raise refuse_state("nonce already spent")
+
     def _delete(
-        self, call: Call, name: str, ws: Opened, choice: Decision.Delete, nonce: str, expires: float
+        self, call: Call, name: str, ws: Opened, choice: Decision.Delete, spend: _Spend
     ) -> dict[str, Any]:
         note_id = choice.note_id
         expected = choice.identity
@@ -319,18 +363,26 @@ class DeleteTool:
             self.env.ids.note_id(note_id)
             live = ws.root.stat_note(note_id)
         except (LexicalError, FsError) as exc:
+            self._spent_meanwhile(call, name, spend)
             self._audit(call, name, note_id, "identity-mismatch", _code(exc))
             raise ToolFailure(
                 f"{shown_id(note_id, 300)} changed or moved since the form was shown; "
                 "nothing was deleted"
             ) from None
+        # The device number is not compared: a note is always on its workspace's filesystem
+        # (stat_note refuses any other), and the number is each host's own name for it, so a
+        # state sealed by another instance over shared storage (each NFS mount has its own
+        # st_dev) carries another. Inode, size and both times must match; the deleter checks
+        # them again, with this host's device number, at the parent fd.
+        expected = expected._replace(dev=live.dev)
         if live != expected:
+            self._spent_meanwhile(call, name, spend)
             self._audit(call, name, note_id, "identity-mismatch", "identity")
             raise ToolFailure(
                 f"{shown_id(note_id, 300)} changed since the form was shown; nothing was deleted"
             )
         self._audit(call, name, note_id, "confirmed")  # no deletion without its record first
-        self._claim(call, name, note_id, nonce, expires)
+        self._claim(call, name, note_id, spend)
         try:
             self.deleter.delete(name, note_id, expected)
         except FsError as exc:
