@@ -15,19 +15,27 @@ openat2 by a real call; chroot by trying it in a child. What it reports is what 
   empty temporary workspace) and reports its uid, capabilities, Landlock domain and seccomp
   mode; a delete and a write worker are started in the mode serve would use and report theirs
   (the hello the supervisor checks).
-Does not: know a policy (a workspace may require a stronger layer than the host has: serve then
-refuses that workspace), or predict a self-confinement failure caused by serve's own options.
+- `replay.store` is the replay store serve would use with the same --policy, --replay-store
+  and --replay-store-password-file: a shared one (Redis) is asked for its epoch and version, and
+  `check` exits 1 when it does not answer (a health probe's signal); the SQLite default is the
+  path serve would use (its folder is made 0700 as serve makes it; no database is opened).
+Does not: know the policy's workspaces (a workspace may require a stronger layer than the host
+has: serve then refuses that workspace), or predict a self-confinement failure caused by serve's
+own options.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fs_notes.confirm.boot import boot_id
 from fs_notes.sandbox import seccomp
 from fs_notes.sandbox.errors import NoEnforceableLayer
 from fs_notes.sandbox.probe import probe, select_mode
+
+if TYPE_CHECKING:
+    from fs_notes.confirm.location import RedisLocation
 
 _SERVER_CHILD = """
 import json, os, sys, tempfile
@@ -126,11 +134,70 @@ def report(*, allow_unconfined: bool = False) -> dict[str, Any]:
     return out
 
 
-def check(*, as_json: bool) -> int:
+def store_location(
+    policy_file: str | None, url: str | None, password_file: str | None
+) -> RedisLocation | None:
+    """The shared replay store serve would use with these options (config.py's rules and
+    messages: --replay-store, else the policy's [replay_store]); ConfigError."""
+    from fs_notes.config import expand_path, replay_store_location
+    from fs_notes.errors import ConfigError
+    from fs_notes.policy import PolicyError
+
+    policy = None
+    if policy_file is not None:
+        from fs_notes.policy_file import load_policy
+
+        try:
+            policy = load_policy(expand_path(policy_file))
+        except PolicyError as exc:
+            raise ConfigError(str(exc)) from None
+    return replay_store_location(url, password_file, policy)
+
+
+def store_report(location: RedisLocation | None) -> dict[str, Any]:
+    """`replay.store`: the shared store's own check (RedisReplayStore.check), or the SQLite
+    database serve would open by default."""
+    if location is not None:
+        from fs_notes.confirm.redis_store import RedisReplayStore
+        from fs_notes.confirm.replay import MAX_ROWS
+        from fs_notes.confirm.spent import StoreUnavailable
+
+        try:
+            store = RedisReplayStore(location, max_rows=MAX_ROWS)
+        except StoreUnavailable as exc:  # its TLS files
+            where = location.describe()
+            return {"kind": "redis", "store": where, "answers": False, "error": str(exc)}
+        with store:
+            return {"kind": "redis", **store.check()}
+    from fs_notes.confirm.replay import default_replay_path
+
+    try:
+        return {"kind": "sqlite", "path": default_replay_path(), "answers": True}
+    except (ValueError, OSError) as exc:
+        error = f"the default state folder: {exc}"
+        return {"kind": "sqlite", "path": None, "answers": False, "error": error}
+
+
+def _store_line(store: dict[str, Any]) -> str:
+    where = store.get("store") or f"SQLite {store.get('path') or '(default path)'}"
+    if not store["answers"]:
+        error = str(store.get("error", ""))
+        error = error.removeprefix(f"{where}: ")  # the store's messages start with where it is
+        return f"{where}: does not answer ({error})"
+    if store["kind"] == "sqlite":
+        return f"{where}: answers (this host's own)"
+    return f"{where}: answers (Redis {store.get('version')})"
+
+
+def check(*, as_json: bool, store: RedisLocation | None = None) -> int:
+    """Print the report; 0, or 1 when a shared replay store is configured and does not
+    answer."""
     data = report()
+    data["replay"]["store"] = store_report(store)
+    status = 1 if store is not None and not data["replay"]["store"]["answers"] else 0
     if as_json:
         print(json.dumps(data, indent=2))
-        return 0
+        return status
     ll = data["landlock"]
     print(f"Landlock ABI:          {ll['abi'] if ll['abi'] is not None else 'not available'}")
     print(f"Landlock enforced:     {'yes' if ll['enforced'] else 'no (' + str(ll['reason']) + ')'}")
@@ -140,9 +207,11 @@ def check(*, as_json: bool) -> int:
     print(f"deletion confinement:  {data['deletion_confinement']}{refused}")
     print(f"write confinement:     {data['write_confinement']}{refused}")
     print(f"self-confinement:      {'yes (Landlock)' if data['self_confinement'] else 'no'}")
-    durable = data["replay"]["durable_claims"]
-    claims = "fsync'ed each (no boot id)" if durable else "WAL, boot id checked"
-    print(f"confirmation claims:   {claims}")
+    print(f"replay store:          {_store_line(data['replay']['store'])}")
+    if store is None:  # SQLite's claims (a shared store's rest on its epoch instead)
+        durable = data["replay"]["durable_claims"]
+        claims = "fsync'ed each (no boot id)" if durable else "WAL, boot id checked"
+        print(f"confirmation claims:   {claims}")
     for name, proc in data["processes"].items():
         if "error" in proc:
             print(f"{name + ':':22} could not be measured: {proc['error']}")
@@ -160,4 +229,4 @@ def check(*, as_json: bool) -> int:
         print(f"system-call filter:    yes (calls refused: {counts})")
     else:
         print(f"system-call filter:    no ({sc['reason']}): serve refuses to start confined")
-    return 0
+    return status

@@ -27,9 +27,10 @@ Guarantees:
   every query walks the workspace, as without inotify), events read `READ_BYTES` at a time, at most
   `MAX_NAMES` names remembered between queries (beyond it: stale).
 
-Does not: see changes made on another host through a network filesystem (such workspaces are
-refused at start-up), or work without /proc (then nothing is ever primed and every query walks the
-workspace: slower, never staler). A renamed folder is not followed: it makes the watch stale.
+Does not: see changes made on another host through a network filesystem (inotify reports only
+this host's; the full walk at most every MAX_AGE_SECONDS catches them: docs/deploy.md), or work
+without /proc (then nothing is ever primed and every query walks the workspace: slower, never
+staler). A renamed folder is not followed: it makes the watch stale.
 """
 
 from __future__ import annotations

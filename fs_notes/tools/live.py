@@ -38,7 +38,7 @@ Guarantees:
   its watch is closed, its notes are reported gone, and it is tried again every
   `RETRY_SECONDS`.
 Does not: report a change inotify does not see (a write through a shared mapping, a change on
-another host of a network filesystem: refused at start-up), except through the full walk every
+another host of a network filesystem, docs/deploy.md), except through the full walk every
 `FolderWatch.MAX_AGE_SECONDS`; without inotify (no /proc, the watch limit reached) every
 watched workspace is walked every `RETRY_SECONDS`, so notifications come later, never not at all.
 Two changes within `SETTLE_SECONDS` of each other may give one notification.
