@@ -403,3 +403,16 @@ def test_a_replay_file_made_before_quotas_is_upgraded_in_place(tmp_path: Path) -
         assert len(store) == 2
     finally:
         store.close()
+
+
+def test_a_state_sealed_under_a_shared_store_s_epoch_is_refused_here(tmp_path: Path) -> None:
+    """An operator who moves from Redis back to SQLite with the same key ring: the states the
+    shared store sealed carry its epoch, and this store has none (issue 18)."""
+    from fs_notes.confirm.spent import EpochChanged
+
+    with ReplayStore(tmp_path / "r.db", clock=Clock()) as store:
+        n = nonce()
+        with pytest.raises(EpochChanged):
+            store.claim(n, T0 + 300, "p", "run.replid.marker")
+        assert not store.is_spent(n)
+        assert store.claim(n, T0 + 300, "p", None)  # the control

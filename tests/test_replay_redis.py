@@ -192,7 +192,7 @@ def test_malformed_claims_are_refused_before_redis(store: RedisReplayStore) -> N
             store.claim(nonce(), when, "p", e)
 
 
-@pytest.mark.parametrize("epoch", [None, "", "nodot", "abc.def"])
+@pytest.mark.parametrize("epoch", [None, "", "nodot", "abc.def", "a.b.c", "a..c", "a.b.c.d"])
 def test_a_state_without_this_store_s_epoch_is_refused(
     store: RedisReplayStore, epoch: str | None
 ) -> None:
@@ -275,7 +275,7 @@ def test_an_unreachable_store_fails_closed_within_the_timeout(tmp_path: Path) ->
         with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{port}"):
             s.epoch()
         with pytest.raises(StoreUnavailable):
-            s.claim(nonce(), soon(), "p", "a" * 40 + ".b")
+            s.claim(nonce(), soon(), "p", "a" * 40 + ".b.c")
         with pytest.raises(StoreUnavailable):
             s.is_spent(nonce())
         assert time.monotonic() - start < 10
@@ -400,3 +400,123 @@ def test_keys_live_under_one_hash_tag_and_the_prefix(server: RedisServer) -> Non
     keys = sorted(k.decode() for k in server.client().keys("*"))
     assert keys and all(k.startswith("{team-a}:") for k in keys)
     assert f"{{team-a}}:p:{b'al ice'.hex()}" in keys
+
+
+def test_a_restart_with_persistence_still_refuses_states_sealed_before_it(tmp_path: Path) -> None:
+    """The marker survives in the RDB file, so the marker cannot tell the restart: the run_id
+    (and the replication id, new at a start too) do. Claims made after the last save are lost
+    with it, and never accepted again."""
+    srv = RedisServer(tmp_path / "r", extra=("--save", "3600 1", "--dbfilename", "dump.rdb"))
+    try:
+        with RedisReplayStore(parse_location(srv.url), max_rows=100) as s:
+            before = s.epoch()
+            saved = nonce()
+            assert s.claim(saved, soon(), "p", before)
+            srv.client().save()
+            lost = nonce()
+            assert s.claim(lost, soon(), "p", before)  # acknowledged, never on disk
+            srv.kill()
+            srv.start()
+            assert s.is_spent(saved) and not s.is_spent(lost)  # the RDB was loaded
+            with pytest.raises(EpochChanged):
+                s.claim(lost, soon(), "p", before)  # the lost claim is not accepted again
+            after = s.epoch()
+            assert after.split(".")[2] == before.split(".")[2]  # the same marker
+            assert after != before
+    finally:
+        srv.close()
+
+
+def test_a_change_of_role_refuses_states_sealed_before_it(tmp_path: Path) -> None:
+    """A primary demoted and promoted again keeps its run_id but has re-synced from another
+    server (losing what it had not replicated): its replication id tells."""
+    primary = RedisServer(tmp_path / "p")
+    other = RedisServer(tmp_path / "o")
+    try:
+        with RedisReplayStore(parse_location(primary.url), max_rows=100) as s:
+            before = s.epoch()
+            run_before = primary.client().info("server")["run_id"]
+            lost = nonce()
+            assert s.claim(lost, soon(), "p", before)
+            c = primary.client()
+            c.replicaof("127.0.0.1", other.port)
+            deadline = time.monotonic() + 15
+            while c.info("replication").get("master_link_status") != "up":
+                assert time.monotonic() < deadline, "replication did not start"
+                time.sleep(0.05)
+            c.replicaof("NO", "ONE")
+            assert c.info("server")["run_id"] == run_before
+            assert not s.is_spent(lost)  # re-synced from the other: the claim is gone
+            # the marker as it was (as if the other had it too): only the replid can tell
+            c.set("{fs-notes}:epoch:marker", before.split(".")[2])
+            with pytest.raises(EpochChanged):
+                s.claim(lost, soon(), "p", before)
+            assert not s.is_spent(lost)
+            assert s.claim(lost, soon(), "p", s.epoch())  # positive control
+    finally:
+        primary.close()
+        other.close()
+
+
+def test_a_server_that_echoes_the_handshake_never_shows_the_password(tmp_path: Path) -> None:
+    """A Redis (or proxy) without HELLO answers it with an error that repeats its arguments,
+    AUTH's password among them."""
+    password = "pw-" + secrets.token_hex(12)
+    srv = RedisServer(tmp_path / "r", extra=("--requirepass", password,
+                                             "--rename-command", "HELLO", ""))  # fmt: skip
+    try:
+        loc = parse_location("redis://fsnotes@" + srv.url.removeprefix("redis://"),
+                             password=password)  # fmt: skip
+        with RedisReplayStore(loc, max_rows=10) as s:
+            with pytest.raises(StoreUnavailable) as info:
+                s.epoch()
+            report = s.check()
+        text = str(info.value)
+        assert "HELLO" in text and "<password>" in text  # the echo, redacted
+        assert password not in text and password not in str(report)
+    finally:
+        srv.close()
+
+
+def test_a_peer_that_trickles_its_answer_is_cut_off_at_the_deadline() -> None:
+    """A socket timeout bounds each read, not the answer: one byte every 0.2 s would never
+    trip a 0.5 s timeout. The deadline per command does."""
+    import socket as socketlib
+
+    listener = socketlib.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def trickle() -> None:
+        while not stop.is_set():
+            try:
+                listener.settimeout(0.2)
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(4096)  # the handshake
+                reply = b"%7\r\n" + b"$5\r\nhello\r\n" * 100
+                for byte in reply:
+                    if stop.is_set():
+                        break
+                    try:
+                        conn.sendall(bytes([byte]))
+                    except OSError:
+                        break
+                    time.sleep(0.2)
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        with RedisReplayStore(
+            parse_location(f"redis://127.0.0.1:{port}/0"), max_rows=10, timeout=0.5
+        ) as s:
+            start = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                s.epoch()
+            assert time.monotonic() - start < 3.0  # two connections at most, 0.5 s each
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()

@@ -65,6 +65,14 @@ def test_the_url_forms_users_write(url: str, want: RedisLocation) -> None:
         ("redis://h#x", "fragment"),
         ("redis://h /0", "control characters"),
         ("redis://h\n/0", "control characters"),
+        ("redis://a%0d%0aWARNING%20forged@h/0", "user name contains control characters"),
+        ("redis://a%00b@h/0", "user name contains control characters"),
+        ("rediss://h/0?ca_file=/x%00y", "ca_file contains control characters"),
+        ("rediss://h/0?server_name=a%00b", "server_name takes a host name"),
+        ("rediss://h/0?server_name=a%2Fb", "server_name takes a host name"),
+        ("rediss://h/0?server_name=a..b", "empty or too long label"),
+        ("redis://" + "a" * 64 + ".example/0", "empty or too long label"),
+        ("redis://a..b/0", "empty or too long label"),
     ],
 )
 def test_a_bad_url_is_one_clear_refusal_without_the_password(url: str, says: str) -> None:

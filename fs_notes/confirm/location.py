@@ -30,6 +30,7 @@ _QUERY_KEYS = {
 }
 _PREFIX_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _HOST_RE = re.compile(r"[A-Za-z0-9._:-]{1,253}")
+_SERVER_NAME_RE = re.compile(r"[A-Za-z0-9.-]{1,253}")
 USAGE = (
     "redis://[USER@]HOST[:PORT][/DB] or rediss://... (TLS); the password goes in "
     "--replay-store-password-file"
@@ -83,6 +84,11 @@ class RedisLocation:
         return f"Redis {scheme}://{user}{host}:{self.port}/{self.db}{auth}{tls}"
 
 
+def _labels_fit(name: str) -> bool:
+    """A DNS name's labels are 1 to 63 characters (a trailing dot aside)."""
+    return all(1 <= len(label) <= 63 for label in name.removesuffix(".").split("."))
+
+
 def parse_location(url: str, *, password: str | None = None) -> RedisLocation:
     """Parse `url` (see the module docstring); `password` is the content of the password file."""
     if not isinstance(url, str) or not url or len(url) > 2048:
@@ -132,9 +138,18 @@ def parse_location(url: str, *, password: str | None = None) -> RedisLocation:
         if len(values) != 1 or not values[0]:
             raise ValueError(f"the replay store URL's {key} needs exactly one non-empty value")
         options[key] = values[0]
+    if "server_name" in options and not _SERVER_NAME_RE.fullmatch(options["server_name"]):
+        raise ValueError("server_name takes a host name (A-Z a-z 0-9 . -)")
     prefix = options.pop("key_prefix", "fs-notes")
     if not _PREFIX_RE.fullmatch(prefix):
         raise ValueError("key_prefix takes 1 to 64 of A-Z a-z 0-9 . _ -")
+    username = unquote(parts.username) if parts.username else None
+    for name, value in [("user name", username or ""), *options.items()]:
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            raise ValueError(f"the replay store URL's {name} contains control characters")
+    for name, label in (("host", host), ("server_name", options.get("server_name"))):
+        if label is not None and ":" not in label and not _labels_fit(label):
+            raise ValueError(f"the replay store URL's {name} has an empty or too long label")
     if ("cert_file" in options) != ("key_file" in options):
         raise ValueError("a client certificate needs both cert_file and key_file")
     if password is not None and (not password or "\n" in password or "\r" in password):
@@ -144,7 +159,7 @@ def parse_location(url: str, *, password: str | None = None) -> RedisLocation:
         port=DEFAULT_PORT if port is None else port,
         db=int(path or 0),
         tls=scheme == "rediss",
-        username=unquote(parts.username) if parts.username else None,
+        username=username,
         password=password,
         ca_file=options.get("ca_file"),
         cert_file=options.get("cert_file"),

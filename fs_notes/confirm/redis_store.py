@@ -9,20 +9,25 @@ Guarantees (besides the contract every store gives, confirm/spent.py):
   that the instances' clocks need not agree to the millisecond; a state already past that
   point by Redis's clock is refused as a clock disagreement, never recorded for zero time).
 - The epoch, which every sealed state carries (`epoch()`, checked inside the claim script), is
-  Redis's `run_id` and a marker key this store creates once (`SET NX`). `run_id` changes at
-  every start of the server and differs on a replica promoted by a failover; the marker is gone
-  after FLUSHALL/FLUSHDB. Either way claims may have been lost (Redis acknowledges a write
-  before it is on disk or on a replica), so every state sealed before is refused
-  (`EpochChanged`): a lost claim can never accept a confirmation twice. Redis's persistence
+  Redis's `run_id`, its `master_replid` and a marker key this store creates once (`SET NX`).
+  `run_id` changes at every start of the server; `master_replid` at every change of role (a
+  replica promoted by a failover, and a primary demoted and later promoted again, which has
+  re-synced from another and lost what it had not replicated); the marker is gone after
+  FLUSHALL/FLUSHDB. Each time claims may have been lost (Redis acknowledges a write before it
+  is on disk or on a replica), so every state sealed before is refused (`EpochChanged`): a
+  lost claim can never accept a confirmation twice. Redis's persistence
   settings therefore do not matter for single use; they only decide whether a confirmation in
   flight survives a restart of Redis (it does not: the user starts over).
 - Eviction: every claim refuses (`StoreUnavailable`) unless `maxmemory-policy` is `noeviction`,
   as an evicting policy could drop a live nonce. Out of memory, Redis refuses the write: the
   claim fails, nothing is recorded as claimed.
 - Fail closed and bounded: a connection, timeout, authentication, TLS or script error is
-  `StoreUnavailable` (its message names no password); each command waits at most `timeout`
-  seconds. A command is retried once, on a new connection, only after a connection error; a
-  retried claim that had in fact run finds its nonce spent, so a retry can refuse, never accept.
+  `StoreUnavailable` (its message names no password, even one a server echoes back). Each
+  command, sent and answered, takes at most `timeout` seconds however slowly the peer trickles
+  its bytes (a deadline per command, `_DeadlineSocket`), connecting at most `timeout` more. A
+  command is retried once, on a new connection, only after a connection error (so a call costs
+  at most two connections); a retried claim that had in fact run finds its nonce spent, so a
+  retry can refuse, never accept.
 - TLS (`rediss://`): the context is built once, when the store is made (before the server
   confines itself), from the CA, certificate and key files; nothing is read from disk later.
   The server's certificate and host name are verified.
@@ -31,7 +36,8 @@ Guarantees (besides the contract every store gives, confirm/spent.py):
 
 Not guaranteed: single use against anyone else who can write this keyspace (give fs-notes an
 ACL user of its own, docs/deploy.md); Redis Sentinel or Cluster discovery (name the primary);
-a unix-socket URL (not supported: the server's private view does not show the socket).
+a unix-socket URL (not supported: the server's private view does not show the socket). Tested
+on Redis 7.0; the scripts use only commands of Redis 5 and later (INFO one section at a time).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from __future__ import annotations
 import secrets
 import ssl
 import threading
+import time
 from typing import Any
 
 from .location import RedisLocation
@@ -49,13 +56,15 @@ __all__ = ["DEFAULT_TIMEOUT", "RedisReplayStore"]
 DEFAULT_TIMEOUT = 2.0
 
 # KEYS: nonce key, principal set, global set, epoch marker.
-# ARGV: nonce, principal, keep-until (ms), quota, bound, expected run_id, expected marker.
+# ARGV: nonce, principal, keep-until (ms), quota, bound, expected run_id, marker, replid.
 _CLAIM = """
-local info = redis.call('INFO', 'server', 'memory')
-local policy = string.match(info, 'maxmemory_policy:([%w-]+)')
+local policy = string.match(redis.call('INFO', 'memory'), '\\nmaxmemory_policy:([%w-]+)')
 if policy ~= 'noeviction' then return {-5, policy or '?'} end
-local run = string.match(info, 'run_id:(%x+)')
-if run ~= ARGV[6] or redis.call('GET', KEYS[4]) ~= ARGV[7] then return {-3} end
+local run = string.match(redis.call('INFO', 'server'), '\\nrun_id:(%x+)')
+local replid = string.match(redis.call('INFO', 'replication'), '\\nmaster_replid:(%x+)')
+if run ~= ARGV[6] or replid ~= ARGV[8] or redis.call('GET', KEYS[4]) ~= ARGV[7] then
+  return {-3}
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -66,21 +75,23 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return {-1} end
 if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then return {-2} end
 local ttl = keep - now
-if not redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ttl) then return {0} end
+-- Counted first, recorded last: a script that fails half-way (out of memory, an ACL without
+-- one of these commands) has then at worst counted a nonce it did not claim.
 for _, set in ipairs({KEYS[2], KEYS[3]}) do
   redis.call('ZADD', set, keep, ARGV[1])
   if redis.call('PTTL', set) < ttl then redis.call('PEXPIRE', set, ttl) end
 end
+if not redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ttl) then return {0} end
 return {1}
 """
 
 # KEYS: epoch marker. ARGV: a fresh marker, used only if there is none.
 _EPOCH = """
-local info = redis.call('INFO', 'server', 'memory')
 redis.call('SET', KEYS[1], ARGV[1], 'NX')
-return {string.match(info, 'run_id:(%x+)') or '',
-        string.match(info, 'maxmemory_policy:([%w-]+)') or '?',
-        redis.call('GET', KEYS[1])}
+return {string.match(redis.call('INFO', 'server'), '\\nrun_id:(%x+)') or '',
+        string.match(redis.call('INFO', 'memory'), '\\nmaxmemory_policy:([%w-]+)') or '?',
+        redis.call('GET', KEYS[1]),
+        string.match(redis.call('INFO', 'replication'), '\\nmaster_replid:(%x+)') or ''}
 """
 
 
@@ -90,7 +101,7 @@ def _tls_context(loc: RedisLocation) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=loc.ca_file)
         if loc.cert_file is not None:
             context.load_cert_chain(loc.cert_file, loc.key_file)
-    except (OSError, ssl.SSLError) as exc:
+    except (OSError, ssl.SSLError, ValueError) as exc:
         raise StoreUnavailable(f"the replay store's TLS files: {exc}") from None
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     return context
@@ -118,8 +129,11 @@ class RedisReplayStore:
         self._loc = location
         self._max_rows = max_rows
         self._per_principal = per_principal if per_principal is not None else max_rows
-        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
-        self._response_error = redis.ResponseError
+        # ValueError and TypeError too: redis-py and the socket layer raise them for input
+        # they refuse late (a name the IDNA codec cannot encode, say): still not claimed.
+        self._errors: tuple[type[BaseException], ...] = (
+            redis.RedisError, OSError, ValueError, TypeError,
+        )  # fmt: skip
         self._tag = "{" + location.key_prefix + "}"
         kwargs: dict[str, Any] = {
             "host": location.host,
@@ -132,11 +146,11 @@ class RedisReplayStore:
             "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
             "health_check_interval": 30,
             "client_name": "fs-notes",
+            "connection_class": _connection_class(),
+            "command_timeout": timeout,
+            "tls_context": _tls_context(location) if location.tls else None,
+            "tls_server_name": location.server_name or location.host,
         }
-        if location.tls:
-            kwargs["connection_class"] = _tls_connection_class()
-            kwargs["tls_context"] = _tls_context(location)
-            kwargs["tls_server_name"] = location.server_name or location.host
         self._pool = redis.ConnectionPool(**kwargs)
         self._client = redis.Redis(connection_pool=self._pool)
         self._claim = self._client.register_script(_CLAIM)
@@ -155,24 +169,27 @@ class RedisReplayStore:
 
     def _fail(self, what: str, exc: BaseException) -> StoreUnavailable:
         # redis-py's messages name the host and port, never the password.
-        text = str(exc).replace("\n", " ")[:300]
+        text = str(exc)
+        if self._loc.password:  # a server that refuses HELLO echoes its arguments, AUTH's too
+            text = text.replace(self._loc.password, "<password>")
+        text = text.replace("\n", " ")[:300]
         return StoreUnavailable(f"{self.describe()}: {what}: {type(exc).__name__}: {text}")
 
     def epoch(self) -> str:
         """This store's current epoch (run_id.marker); StoreUnavailable if Redis does not
         answer or evicts keys."""
         try:
-            run, policy, marker = self._epoch(
+            run, policy, marker, replid = self._epoch(
                 keys=[self._key("epoch", "marker")], args=[secrets.token_hex(16)]
             )
         except self._errors as exc:
             raise self._fail("the epoch could not be read", exc) from None
-        run, policy, marker = (_text(v) for v in (run, policy, marker))
+        run, policy, marker, replid = (_text(v) for v in (run, policy, marker, replid))
         if policy != "noeviction":
             raise StoreUnavailable(_eviction(self.describe(), policy))
-        if not run or not marker:
-            raise StoreUnavailable(f"{self.describe()}: INFO did not give a run_id")
-        return f"{run}.{marker}"
+        if not (run and marker and replid):
+            raise StoreUnavailable(f"{self.describe()}: INFO did not give run_id and replid")
+        return f"{run}.{replid}.{marker}"
 
     def check(self) -> dict[str, Any]:
         """What `fs-notes check` reports: whether it answers and is usable, and its version."""
@@ -193,9 +210,10 @@ class RedisReplayStore:
         True for the first caller ever, False if it was spent. Raises ValueError,
         EpochChanged, PrincipalQuotaFull, ReplayStoreFull or StoreUnavailable (never claimed)."""
         keep_until = check_claim(nonce, expires_at)
-        run, dot, marker = (epoch or "").partition(".")
-        if not dot:
+        parts = (epoch or "").split(".")
+        if len(parts) != 3 or not all(parts):
             raise EpochChanged("the state was sealed without this store's epoch")
+        run, replid, marker = parts
         try:
             result = self._claim(
                 keys=[
@@ -212,6 +230,7 @@ class RedisReplayStore:
                     self._max_rows,
                     run,
                     marker,
+                    replid,
                 ],
             )
         except self._errors as exc:
@@ -267,26 +286,103 @@ def _eviction(where: str, policy: str) -> str:
     )
 
 
-def _tls_connection_class() -> type:
-    """A redis-py TCP connection wrapped in our TLS context (redis-py's own SSLConnection
-    builds its context, and reads the CA files, at every connect: after self-confinement
-    those reads are refused)."""
+class _DeadlineSocket:
+    """A connected socket whose sends and receives for one command take at most `budget`
+    seconds together (a socket timeout bounds each read; a peer trickling one byte at a time
+    would never trip it). `start()` begins a command; everything else is the socket's."""
+
+    def __init__(self, sock: Any, budget: float) -> None:
+        self._sock = sock
+        self._budget = budget
+        self._deadline: float | None = None
+
+    def start(self) -> None:
+        self._deadline = time.monotonic() + self._budget
+
+    def finish(self) -> None:
+        self._deadline = None
+
+    def _bounded(self, call: Any, *args: Any) -> Any:
+        if self._deadline is None:
+            return call(*args)
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the replay store took longer than its deadline")
+        before = self._sock.gettimeout()
+        self._sock.settimeout(left if before is None else min(before, left))
+        try:
+            return call(*args)
+        finally:
+            self._sock.settimeout(before)
+
+    def recv(self, *args: Any) -> Any:
+        return self._bounded(self._sock.recv, *args)
+
+    def recv_into(self, *args: Any) -> Any:
+        return self._bounded(self._sock.recv_into, *args)
+
+    def sendall(self, *args: Any) -> Any:
+        return self._bounded(self._sock.sendall, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def _connection_class() -> type:
+    """redis-py's TCP connection with a deadline per command, in our TLS context when there is
+    one (redis-py's own SSLConnection builds its context, and reads the CA files, at every
+    connect: after self-confinement those reads are refused), and one connection attempt per
+    command attempt (its retry object would otherwise retry the connect inside the command's
+    retry). Overrides redis-py internals (`_connect`, `connect_check_health`): redis>=8.1,<9."""
     from redis.connection import Connection
 
-    class TlsConnection(Connection):
+    class StoreConnection(Connection):
         def __init__(
-            self, *, tls_context: ssl.SSLContext, tls_server_name: str, **kwargs: Any
+            self,
+            *,
+            command_timeout: float,
+            tls_context: ssl.SSLContext | None,
+            tls_server_name: str,
+            **kwargs: Any,
         ) -> None:
+            self._command_timeout = command_timeout
             self._tls_context = tls_context
             self._tls_server_name = tls_server_name
             super().__init__(**kwargs)  # type: ignore[no-untyped-call]
 
         def _connect(self) -> Any:
             sock = super()._connect()  # type: ignore[no-untyped-call]
-            try:
-                return self._tls_context.wrap_socket(sock, server_hostname=self._tls_server_name)
-            except (OSError, ssl.SSLError):
-                sock.close()
-                raise
+            if self._tls_context is not None:
+                try:
+                    sock = self._tls_context.wrap_socket(
+                        sock, server_hostname=self._tls_server_name
+                    )
+                except (OSError, ssl.SSLError, ValueError):
+                    sock.close()
+                    raise
+            return _DeadlineSocket(sock, self._command_timeout)
 
-    return TlsConnection
+        def connect_check_health(
+            self, check_health: bool = True, retry_socket_connect: bool = True
+        ) -> Any:
+            return super().connect_check_health(
+                check_health=check_health, retry_socket_connect=False
+            )
+
+        def send_packed_command(self, command: Any, check_health: bool = True) -> Any:
+            if not self._sock:  # connect first (its handshake has deadlines of its own)
+                self.connect_check_health(check_health=False)
+            if isinstance(self._sock, _DeadlineSocket):
+                self._sock.start()
+            return super().send_packed_command(  # type: ignore[no-untyped-call]
+                command, check_health=check_health
+            )
+
+        def read_response(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super().read_response(*args, **kwargs)
+            finally:
+                if isinstance(self._sock, _DeadlineSocket):
+                    self._sock.finish()
+
+    return StoreConnection
