@@ -14,8 +14,9 @@ import secrets
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis_server import RedisServer, free_port
@@ -459,23 +460,154 @@ def test_a_change_of_role_refuses_states_sealed_before_it(tmp_path: Path) -> Non
 
 
 def test_a_server_that_echoes_the_handshake_never_shows_the_password(tmp_path: Path) -> None:
-    """A Redis (or proxy) without HELLO answers it with an error that repeats its arguments,
-    AUTH's password among them."""
-    password = "pw-" + secrets.token_hex(12)
+    """A server (or proxy) that does not know a command answers with an error that repeats its
+    arguments, AUTH's password among them, cut to 128 bytes: no part of it is passed on."""
+    password = secrets.token_hex(64)  # 128 characters: the echo would hold only a part
     srv = RedisServer(tmp_path / "r", extra=("--requirepass", password,
-                                             "--rename-command", "HELLO", ""))  # fmt: skip
+                                             "--rename-command", "AUTH", ""))  # fmt: skip
     try:
         loc = parse_location("redis://fsnotes@" + srv.url.removeprefix("redis://"),
                              password=password)  # fmt: skip
         with RedisReplayStore(loc, max_rows=10) as s:
             with pytest.raises(StoreUnavailable) as info:
                 s.epoch()
-            report = s.check()
+            report = str(s.check())
         text = str(info.value)
-        assert "HELLO" in text and "<password>" in text  # the echo, redacted
-        assert password not in text and password not in str(report)
+        assert "unknown command 'AUTH'" in text  # the echo was there, and cut off
+        pieces = {password[k : k + 8] for k in range(len(password) - 7)}
+        assert not any(p in text or p in report for p in pieces)
     finally:
         srv.close()
+
+
+class FakeRedis:
+    """A loopback peer speaking just enough RESP: PING and CLIENT answered at once, everything
+    else answered by `reply(command)`, sent `delay` seconds per byte."""
+
+    def __init__(self, reply: Callable[[bytes], bytes], delay: float = 0.0) -> None:
+        import socket as socketlib
+
+        self.listener = socketlib.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.reply, self.delay = reply, delay
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        self.listener.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
+
+    def _talk(self, conn: Any) -> None:
+        with conn:
+            while not self.stop.is_set():
+                try:
+                    data = conn.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                upper = data.upper()
+                fast = True
+                if b"PING" in upper:
+                    answer = b"+PONG\r\n"
+                elif b"CLIENT" in upper or b"SELECT" in upper:
+                    answer = b"+OK\r\n"
+                else:
+                    answer, fast = self.reply(data), False
+                try:
+                    if fast or not self.delay:
+                        conn.sendall(answer)
+                        continue
+                    for byte in answer:
+                        if self.stop.is_set():
+                            return
+                        conn.sendall(bytes([byte]))
+                        time.sleep(self.delay)
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.listener.close()
+
+
+def _bulk(*items: bytes) -> bytes:
+    out = b"*%d\r\n" % len(items)
+    for item in items:
+        out += item if item.startswith(b":") else b"$%d\r\n%s\r\n" % (len(item), item)
+    return out
+
+
+def test_an_answer_that_names_another_nonce_is_never_taken_for_a_claim() -> None:
+    """An answer out of step (a stray reply on a reused connection, a broken proxy) says
+    "claimed" for some other nonce: refused, never a True for this one."""
+    other = nonce()
+    fake = FakeRedis(lambda _cmd: _bulk(b":1\r\n", other.encode(), b""))
+    try:
+        loc = parse_location(f"redis://127.0.0.1:{fake.port}/0")
+        with (
+            RedisReplayStore(loc, max_rows=10, timeout=2) as s,
+            pytest.raises(StoreUnavailable, match="names another nonce"),
+        ):
+            s.claim(nonce(), soon(), "p", "run.replid.marker")
+    finally:
+        fake.close()
+
+
+def test_a_replica_is_refused_even_a_writable_one(tmp_path: Path) -> None:
+    """A replica's claims vanish at its next full resync with no change of epoch (its run_id,
+    replid and marker are the primary's): the store must be the primary."""
+    primary = RedisServer(tmp_path / "p")
+    replica = RedisServer(tmp_path / "r", extra=("--replica-read-only", "no",
+                                                 "--replicaof", "127.0.0.1",
+                                                 str(primary.port)))  # fmt: skip
+    try:
+        with RedisReplayStore(parse_location(primary.url), max_rows=10) as p:
+            epoch = p.epoch()
+        deadline = time.monotonic() + 15
+        while replica.client().info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "replication did not start"
+            time.sleep(0.05)
+        with RedisReplayStore(parse_location(replica.url), max_rows=10) as r:
+            with pytest.raises(StoreUnavailable, match="is a replica"):
+                r.epoch()
+            n = nonce()
+            with pytest.raises(StoreUnavailable, match="is a replica"):
+                r.claim(n, soon(), "p", epoch)
+            assert not r.is_spent(n)
+    finally:
+        replica.close()
+        primary.close()
+
+
+def test_a_health_check_does_not_lift_the_deadline_of_the_command_after_it() -> None:
+    """A connection idle for a while is PINGed before its next command; PING is answered at
+    once, then the command's answer is trickled: the command is cut off at its deadline all
+    the same (a health check once ended the deadline of the command it preceded)."""
+    slow = b"*7\r\n" + b"$5\r\nhello\r\n" * 100
+    mode = {"slow": False}
+    fake = FakeRedis(lambda _cmd: slow if mode["slow"] else b":0\r\n")
+    try:
+        with RedisReplayStore(
+            parse_location(f"redis://127.0.0.1:{fake.port}/0"), max_rows=10, timeout=0.5
+        ) as s:
+            assert s.is_spent(nonce()) is False  # a pooled connection, now idle
+            mode["slow"], fake.delay = True, 0.1
+            for conn in s._pool._available_connections:  # as if idle past the interval
+                conn.next_health_check = 0
+            start = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                s.is_spent(nonce())
+            assert time.monotonic() - start < 2.5  # the call's budget (2 x 0.5 s) and a margin
+    finally:
+        fake.close()
 
 
 def test_a_peer_that_trickles_its_answer_is_cut_off_at_the_deadline() -> None:

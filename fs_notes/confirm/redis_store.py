@@ -22,12 +22,16 @@ Guarantees (besides the contract every store gives, confirm/spent.py):
   as an evicting policy could drop a live nonce. Out of memory, Redis refuses the write: the
   claim fails, nothing is recorded as claimed.
 - Fail closed and bounded: a connection, timeout, authentication, TLS or script error is
-  `StoreUnavailable` (its message names no password, even one a server echoes back). Each
-  command, sent and answered, takes at most `timeout` seconds however slowly the peer trickles
-  its bytes (a deadline per command, `_DeadlineSocket`), connecting at most `timeout` more. A
-  command is retried once, on a new connection, only after a connection error (so a call costs
-  at most two connections); a retried claim that had in fact run finds its nonce spent, so a
-  retry can refuse, never accept.
+  `StoreUnavailable` (its message names no password, nor any argument a server echoes back).
+  Each command, sent and answered, takes at most `timeout` seconds however slowly the peer
+  trickles its bytes, and everything one call sends and reads (handshake, health check, script
+  load, retry) at most `CALL_BUDGET` times that (`_DeadlineSocket`, `_CallDeadline`); each
+  connection attempt adds at most `timeout` per address (a name lookup is not bounded here:
+  name an IP address). A command is retried once, on a new connection, only after a connection
+  error; a retried claim that had in fact run finds its nonce spent, so a retry can refuse,
+  never accept. Every claim answer carries its nonce back: an answer out of step is refused.
+- Only a primary: a replica (even a writable one) is refused, since its claims vanish at its
+  next full resync without any change of epoch. The connection speaks RESP2 (AUTH, no HELLO).
 - TLS (`rediss://`): the context is built once, when the store is made (before the server
   confines itself), from the CA, certificate and key files; nothing is read from disk later.
   The server's certificate and host name are verified.
@@ -54,44 +58,55 @@ from .spent import EpochChanged, PrincipalQuotaFull, ReplayStoreFull, StoreUnava
 __all__ = ["DEFAULT_TIMEOUT", "RedisReplayStore"]
 
 DEFAULT_TIMEOUT = 2.0
+#: A store call's commands together (handshake, health check, script load, one retry) may take
+#: this many times the timeout; each connection attempt adds at most one timeout more.
+CALL_BUDGET = 2
 
 # KEYS: nonce key, principal set, global set, epoch marker.
 # ARGV: nonce, principal, keep-until (ms), quota, bound, expected run_id, marker, replid.
+# Every answer is {code, nonce, detail}: the nonce comes back so that an answer can only be
+# taken for the claim it answers.
 _CLAIM = """
+local n = ARGV[1]
 local policy = string.match(redis.call('INFO', 'memory'), '\\nmaxmemory_policy:([%w-]+)')
-if policy ~= 'noeviction' then return {-5, policy or '?'} end
+if policy ~= 'noeviction' then return {-5, n, policy or '?'} end
+local repl = redis.call('INFO', 'replication')
+if string.match(repl, '\\nrole:(%a+)') ~= 'master' then return {-6, n, ''} end
 local run = string.match(redis.call('INFO', 'server'), '\\nrun_id:(%x+)')
-local replid = string.match(redis.call('INFO', 'replication'), '\\nmaster_replid:(%x+)')
+local replid = string.match(repl, '\\nmaster_replid:(%x+)')
 if run ~= ARGV[6] or replid ~= ARGV[8] or redis.call('GET', KEYS[4]) ~= ARGV[7] then
-  return {-3}
+  return {-3, n, ''}
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, n, ''} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local keep = tonumber(ARGV[3])
-if keep <= now then return {-4} end
+if keep <= now then return {-4, n, ''} end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return {-1} end
-if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then return {-2} end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return {-1, n, ''} end
+if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then return {-2, n, ''} end
 local ttl = keep - now
 -- Counted first, recorded last: a script that fails half-way (out of memory, an ACL without
 -- one of these commands) has then at worst counted a nonce it did not claim.
 for _, set in ipairs({KEYS[2], KEYS[3]}) do
-  redis.call('ZADD', set, keep, ARGV[1])
+  redis.call('ZADD', set, keep, n)
   if redis.call('PTTL', set) < ttl then redis.call('PEXPIRE', set, ttl) end
 end
-if not redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ttl) then return {0} end
-return {1}
+if not redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ttl) then return {0, n, ''} end
+return {1, n, ''}
 """
 
-# KEYS: epoch marker. ARGV: a fresh marker, used only if there is none.
+# KEYS: epoch marker. ARGV: a fresh marker, used only if there is none (and only on a primary).
 _EPOCH = """
-redis.call('SET', KEYS[1], ARGV[1], 'NX')
+local repl = redis.call('INFO', 'replication')
+local role = string.match(repl, '\\nrole:(%a+)') or '?'
+if role == 'master' then redis.call('SET', KEYS[1], ARGV[1], 'NX') end
 return {string.match(redis.call('INFO', 'server'), '\\nrun_id:(%x+)') or '',
         string.match(redis.call('INFO', 'memory'), '\\nmaxmemory_policy:([%w-]+)') or '?',
-        redis.call('GET', KEYS[1]),
-        string.match(redis.call('INFO', 'replication'), '\\nmaster_replid:(%x+)') or ''}
+        redis.call('GET', KEYS[1]) or '',
+        string.match(repl, '\\nmaster_replid:(%x+)') or '',
+        role}
 """
 
 
@@ -127,6 +142,7 @@ class RedisReplayStore:
         from redis.retry import Retry
 
         self._loc = location
+        self._timeout = timeout
         self._max_rows = max_rows
         self._per_principal = per_principal if per_principal is not None else max_rows
         # ValueError and TypeError too: redis-py and the socket layer raise them for input
@@ -146,6 +162,10 @@ class RedisReplayStore:
             "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
             "health_check_interval": 30,
             "client_name": "fs-notes",
+            # RESP2: AUTH, not HELLO (a server without HELLO echoed its arguments), and the pool
+            # then checks a reused connection for stray data (redis-py skips that check with
+            # RESP3's maintenance notifications on).
+            "protocol": 2,
             "connection_class": _connection_class(),
             "command_timeout": timeout,
             "tls_context": _tls_context(location) if location.tls else None,
@@ -160,6 +180,11 @@ class RedisReplayStore:
     def describe(self) -> str:
         return self._loc.describe()
 
+    def _call(self) -> _CallDeadline:
+        """One deadline for everything one store call sends and reads (handshake, health
+        check, script load, retry): `CALL_BUDGET` times the timeout."""
+        return _CallDeadline(self._timeout * CALL_BUDGET)
+
     @property
     def location(self) -> RedisLocation:
         return self._loc
@@ -170,7 +195,10 @@ class RedisReplayStore:
     def _fail(self, what: str, exc: BaseException) -> StoreUnavailable:
         # redis-py's messages name the host and port, never the password.
         text = str(exc)
-        if self._loc.password:  # a server that refuses HELLO echoes its arguments, AUTH's too
+        # A server that does not know a command repeats its arguments (AUTH's password among
+        # them, cut to 128 bytes, so possibly only a part of it): never pass them on.
+        text = text.split(", with args beginning with:")[0]
+        if self._loc.password:
             text = text.replace(self._loc.password, "<password>")
         text = text.replace("\n", " ")[:300]
         return StoreUnavailable(f"{self.describe()}: {what}: {type(exc).__name__}: {text}")
@@ -179,12 +207,15 @@ class RedisReplayStore:
         """This store's current epoch (run_id.marker); StoreUnavailable if Redis does not
         answer or evicts keys."""
         try:
-            run, policy, marker, replid = self._epoch(
-                keys=[self._key("epoch", "marker")], args=[secrets.token_hex(16)]
-            )
+            with self._call():
+                answer = self._epoch(
+                    keys=[self._key("epoch", "marker")], args=[secrets.token_hex(16)]
+                )
+            run, policy, marker, replid, role = (_text(v) for v in answer)
         except self._errors as exc:
             raise self._fail("the epoch could not be read", exc) from None
-        run, policy, marker, replid = (_text(v) for v in (run, policy, marker, replid))
+        if role != "master":
+            raise StoreUnavailable(_replica(self.describe()))
         if policy != "noeviction":
             raise StoreUnavailable(_eviction(self.describe(), policy))
         if not (run and marker and replid):
@@ -196,7 +227,8 @@ class RedisReplayStore:
         out: dict[str, Any] = {"store": self.describe()}
         try:
             epoch = self.epoch()
-            version = self._client.info("server").get("redis_version")
+            with self._call():
+                version = self._client.info("server").get("redis_version")
         except StoreUnavailable as exc:
             return {**out, "answers": False, "error": str(exc)}
         except self._errors as exc:
@@ -215,27 +247,34 @@ class RedisReplayStore:
             raise EpochChanged("the state was sealed without this store's epoch")
         run, replid, marker = parts
         try:
-            result = self._claim(
-                keys=[
-                    self._key("n", nonce),
-                    self._key("p", principal.encode("utf-8", "surrogatepass").hex() or "-"),
-                    f"{self._tag}:all",
-                    self._key("epoch", "marker"),
-                ],
-                args=[
-                    nonce,
-                    principal,
-                    int(keep_until * 1000),
-                    self._per_principal,
-                    self._max_rows,
-                    run,
-                    marker,
-                    replid,
-                ],
-            )
+            with self._call():
+                result = self._claim(
+                    keys=[
+                        self._key("n", nonce),
+                        self._key("p", principal.encode("utf-8", "surrogatepass").hex() or "-"),
+                        f"{self._tag}:all",
+                        self._key("epoch", "marker"),
+                    ],
+                    args=[
+                        nonce,
+                        principal,
+                        int(keep_until * 1000),
+                        self._per_principal,
+                        self._max_rows,
+                        run,
+                        marker,
+                        replid,
+                    ],
+                )
         except self._errors as exc:
             raise self._fail("the claim could not be recorded", exc) from None
-        code = int(result[0])
+        try:
+            code, answered = int(result[0]), _text(result[1])
+        except (TypeError, ValueError, IndexError):
+            shape = f"{self.describe()}: a claim answer of the wrong shape"
+            raise StoreUnavailable(shape) from None
+        if answered != nonce:  # never take another request's answer for this claim's
+            raise StoreUnavailable(f"{self.describe()}: the claim's answer names another nonce")
         if code == 1:
             return True
         if code == 0:
@@ -256,12 +295,15 @@ class RedisReplayStore:
                 "host's clock and the store's disagree by more than the retention margin"
             )
         if code == -5:
-            raise StoreUnavailable(_eviction(self.describe(), _text(result[1])))
+            raise StoreUnavailable(_eviction(self.describe(), _text(result[2])))
+        if code == -6:
+            raise StoreUnavailable(_replica(self.describe()))
         raise StoreUnavailable(f"{self.describe()}: unexpected claim result {code}")
 
     def is_spent(self, nonce: str) -> bool:
         try:
-            return bool(self._client.exists(self._key("n", nonce)))
+            with self._call():
+                return bool(self._client.exists(self._key("n", nonce)))
         except self._errors as exc:
             raise self._fail("the nonce could not be looked up", exc) from None
 
@@ -279,11 +321,34 @@ def _text(value: object) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
 
 
+def _replica(where: str) -> str:
+    return (
+        f"{where}: is a replica; name the primary (a replica's claims are lost at its next "
+        "resync, without any change of epoch)"
+    )
+
+
 def _eviction(where: str, policy: str) -> str:
     return (
         f"{where}: maxmemory-policy is {policy!r}; fs-notes needs 'noeviction' (an evicting "
         "Redis could drop a spent nonce and accept a confirmation twice)"
     )
+
+
+_CALL = threading.local()
+
+
+class _CallDeadline:
+    """While entered, every send and receive of this thread's store sockets ends by then."""
+
+    def __init__(self, budget: float) -> None:
+        self._budget = budget
+
+    def __enter__(self) -> None:
+        _CALL.deadline = time.monotonic() + self._budget
+
+    def __exit__(self, *exc: object) -> None:
+        _CALL.deadline = None
 
 
 class _DeadlineSocket:
@@ -303,9 +368,10 @@ class _DeadlineSocket:
         self._deadline = None
 
     def _bounded(self, call: Any, *args: Any) -> Any:
-        if self._deadline is None:
+        limits = [d for d in (self._deadline, getattr(_CALL, "deadline", None)) if d is not None]
+        if not limits:
             return call(*args)
-        left = self._deadline - time.monotonic()
+        left = min(limits) - time.monotonic()
         if left <= 0:
             raise TimeoutError("the replay store took longer than its deadline")
         before = self._sock.gettimeout()
@@ -370,12 +436,16 @@ def _connection_class() -> type:
             )
 
         def send_packed_command(self, command: Any, check_health: bool = True) -> Any:
-            if not self._sock:  # connect first (its handshake has deadlines of its own)
+            # Connect and check health first (each with deadlines of their own: their
+            # read_response ends its deadline), then start this command's.
+            if not self._sock:
                 self.connect_check_health(check_health=False)
+            if check_health:
+                self.check_health()  # type: ignore[no-untyped-call]
             if isinstance(self._sock, _DeadlineSocket):
                 self._sock.start()
             return super().send_packed_command(  # type: ignore[no-untyped-call]
-                command, check_health=check_health
+                command, check_health=False
             )
 
         def read_response(self, *args: Any, **kwargs: Any) -> Any:
