@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .discovery import discover_method
+from .policy import Policy
 from .protocol.argcheck import ArgumentError, validate
 from .protocol.dispatch import Call, Dispatcher, Method
 from .protocol.envelope import PreEncoded
@@ -23,12 +24,14 @@ ResourceHandler = Callable[[Call], dict[str, Any]]
 def build_methods(
     tools: Sequence[ToolSpec],
     *,
+    policy: Policy,
     list_resources: ResourceHandler | None = None,
     read_resource: ResourceHandler | None = None,
     listen: Method | None = None,
 ) -> dict[str, Method]:
-    """`listen`: the `subscriptions/listen` entry (protocol/subscriptions.py), opened by the
-    transports; declared in server/discover when given."""
+    """`policy`: whose grants the per-principal instructions of server/discover name
+    (discovery.py). `listen`: the `subscriptions/listen` entry (protocol/subscriptions.py),
+    opened by the transports; declared in server/discover when given."""
     by_name = {t.name: t for t in tools}
     tools_result = PreEncoded(
         {
@@ -63,7 +66,7 @@ def build_methods(
 
     methods = {
         "server/discover": discover_method(
-            resources=list_resources is not None, live=listen is not None
+            policy=policy, resources=list_resources is not None, live=listen is not None
         ),
         "tools/list": Method(list_tools),
         "tools/call": Method(call_tool, blocking=True),

@@ -273,6 +273,7 @@ def build_server(
 
     methods = build_methods(
         tools,
+        policy=policy,
         list_resources=list_resources,
         read_resource=read_resource,
         listen=listen_method(LiveNotes(env)),

@@ -97,7 +97,7 @@ def run(config: ServeConfig) -> int:
 
     # server/discover is answered at once; the tools (and pydantic) load just after.
     dispatcher = LazyDispatcher(
-        {"server/discover": discover_method(resources=True, live=True)}, build
+        {"server/discover": discover_method(policy=policy, resources=True, live=True)}, build
     )
     dispatcher.warm_up(1.0)
     log_summary(config, roots, confirm, confined)

@@ -138,7 +138,10 @@ def test_a_write_only_principal_cannot_read_a_note_through_edit_append_or_versio
         for result in refused:
             assert result["isError"] is True
             text = result["content"][0]["text"]
-            assert text == 'operation "read" is not permitted in this workspace'
+            assert text == (
+                'operation "read" is not permitted in this workspace; the workspaces you may '
+                f'use: "notes" {srv.ws.as_uri()} (write)'
+            )
             assert "95000" not in str(result) and "structuredContent" not in result
         assert secret.read_text() == "# Payroll\nbob: 95000\n" and not (ws / "p.md").exists()
         # positive control: what write alone allows still works

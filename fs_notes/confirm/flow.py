@@ -186,14 +186,22 @@ def requested_schema(title: str, candidates: Sequence[Candidate]) -> dict[str, A
 
 
 def build_elicitation(
-    workspace_uri: str, title: str, candidates: Sequence[Candidate]
+    workspace_uri: str, title: str, candidates: Sequence[Candidate], *, by_id: bool = False
 ) -> dict[str, Any]:
-    """The ``elicitation/create`` params (form mode) for choosing and confirming a deletion."""
+    """The ``elicitation/create`` params (form mode) for choosing and confirming a deletion.
+    ``by_id``: the note was asked for by its id (``title`` is then that id, and the one
+    candidate is that note): the same form, with one option."""
     count = len(candidates)
+    if by_id:
+        asked = f"the note {isolated(_middle(shown_id(title), _DISPLAY_ID_CHARS))} was asked for"
+    else:
+        asked = (
+            f"{count} note{'s match' if count != 1 else ' matches'} the title "
+            f'"{isolated(shown(title, _DISPLAY_TITLE_CHARS))}"'
+        )
     message = (
         f"Delete a note from the workspace {shown(workspace_uri, _DISPLAY_ID_CHARS)}. "
-        f"{count} note{'s match' if count != 1 else ' matches'} the title "
-        f'"{isolated(shown(title, _DISPLAY_TITLE_CHARS))}". Choose the note to delete and confirm; '
+        f"{asked[0].upper()}{asked[1:]}. Choose the note to delete and confirm; "
         "deletion is permanent."
     )
     return {
@@ -204,13 +212,13 @@ def build_elicitation(
 
 
 def input_request(
-    workspace_uri: str, title: str, candidates: Sequence[Candidate]
+    workspace_uri: str, title: str, candidates: Sequence[Candidate], *, by_id: bool = False
 ) -> dict[str, Any]:
     """The ``inputRequests`` map of round 1: one ``elicitation/create`` under `ELICITATION_KEY`."""
     return {
         ELICITATION_KEY: {
             "method": "elicitation/create",
-            "params": build_elicitation(workspace_uri, title, candidates),
+            "params": build_elicitation(workspace_uri, title, candidates, by_id=by_id),
         }
     }
 

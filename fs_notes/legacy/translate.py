@@ -26,6 +26,7 @@ from ..protocol.errors import (
 from ..protocol.meta import (
     CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
+    NO_FORM_HELP,
     PROTOCOL_VERSION,
     SERVER_INFO_KEY,
     VERSION_KEY,
@@ -131,7 +132,7 @@ def refusal(method: object, params: object, capabilities: dict[str, Any]) -> Pro
         if not supports_form_elicitation(capabilities):
             return ProtocolError(
                 MISSING_CAPABILITY,
-                "Missing required client capability: elicitation (form mode)",
+                f"Missing required client capability: {NO_FORM_HELP}",
                 {"requiredCapabilities": {"elicitation": {"form": {}}}},
             )
         return None

@@ -5,6 +5,8 @@ and booleans with lengths and bounds, and arrays, with a bounded number of items
 of those; added 2026-12-01 for notes_edit's edits). `check_schema` refuses any schema outside
 that subset at definition time, so `validate` is exact for every schema we publish; tests compare
 it with the reference `jsonschema` implementation. The error names the offending field.
+Every string, an array item's too, must also be Unicode text (no lone surrogate: valid JSON,
+but no UTF-8 form; added 2026-12-02, issue 25), which the schema language does not say.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ def _check_value(prop: dict[str, Any], value: Any, name: str) -> None:
             _check_item(prop["items"], item, f"{name}[{i}]")
         return
     if kind == "string":
+        _check_unicode(value, name)
         if "minLength" in prop and len(value) < prop["minLength"]:
             raise ArgumentError(
                 f"argument {name!r} must be at least {prop['minLength']} characters"
@@ -118,6 +121,21 @@ def _check_value(prop: dict[str, Any], value: Any, name: str) -> None:
             raise ArgumentError(f"argument {name!r} must be >= {prop['minimum']}")
         if "maximum" in prop and value > prop["maximum"]:
             raise ArgumentError(f"argument {name!r} must be <= {prop['maximum']}")
+
+
+def _check_unicode(value: str, name: str) -> None:
+    """A string argument must be Unicode text: JSON can carry a lone surrogate ("\\ud800"),
+    which no note, id or query can hold (it has no UTF-8 form); refused here, once for every
+    string argument of every tool, before any tool runs."""
+    if value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ArgumentError(
+            f"argument {name!r} is not valid Unicode text: a lone surrogate "
+            f"(\\u{ord(value[exc.start]):04x}) at character {exc.start}; nothing was done"
+        ) from None
 
 
 def _check_item(items: dict[str, Any], item: Any, name: str) -> None:

@@ -96,9 +96,22 @@ def supports_form_elicitation(caps: dict[str, Any]) -> bool:
     return isinstance(elicitation.get("form"), dict)
 
 
+#: What a client without form elicitation is told (notes_delete's -32021, here and in the legacy
+#: adapter): in words, that it cannot show the confirmation form, and what can (docs/clients.md).
+NO_FORM_HELP = (
+    "elicitation (form mode). This client cannot show a confirmation form, and a note is "
+    "deleted only when the user chooses and confirms it in one; nothing was deleted. Use a "
+    "client that can show forms: Claude Code (the command line), VS Code, Cursor, the MCP "
+    "Inspector 2, or a program on the official Python or TypeScript SDK with an elicitation "
+    "handler (docs/clients.md says which clients can)"
+)
+
+
 def require_form_elicitation(caps: dict[str, Any]) -> None:
+    """-32021 unless ``caps`` declare form elicitation; the spec's exact `data`, and a message
+    that says in words what is missing and what to use (`NO_FORM_HELP`)."""
     if not supports_form_elicitation(caps):
-        raise _missing({"elicitation": {"form": {}}}, "elicitation (form mode)")
+        raise _missing({"elicitation": {"form": {}}}, NO_FORM_HELP)
 
 
 def require_sampling(caps: dict[str, Any]) -> None:

@@ -50,6 +50,7 @@ from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent, tool_error
 from ..render import shown, shown_id
 from ..search.index import NoteIndex
+from .granted import sole_workspace, valid_choices
 from .notecache import NoteCache
 
 log = logging.getLogger("fs_notes.tools")
@@ -290,16 +291,30 @@ class NotesEnv:
         except LexicalError as exc:
             raise ToolFailure(f"invalid folder: {exc}") from None
 
-    def open(self, call: Call, workspace_uri: str, op: Operation) -> Opened:
+    def open(self, call: Call, workspace_uri: str | None, op: Operation) -> Opened:
+        """Authorize ``op`` on the workspace named by ``workspace_uri``; None (the argument left
+        out) names the principal's only workspace, and is refused when it has none or several.
+        Every refusal ends with the workspaces this principal may use (tools/granted.py), the
+        same text whether the URI names an ungranted workspace or none at all."""
         principal = call.principal
         assert isinstance(principal, Principal)
+        if workspace_uri is None:
+            workspace_uri = sole_workspace(self.policy, principal)
+            if workspace_uri is None:
+                raise ToolFailure(
+                    "workspaceUri is required: "
+                    + valid_choices(self.policy, principal)
+                    + " (or call notes_workspaces)"
+                )
         try:
             grant = self.policy.authorize(principal, workspace_uri, op)
         except LexicalError as exc:
-            raise ToolFailure(f"invalid workspaceUri: {exc}") from None
+            raise ToolFailure(
+                f"invalid workspaceUri: {exc}; {valid_choices(self.policy, principal)}"
+            ) from None
         except AccessDenied as exc:
             log.info("%s refused %s on %s: %s", principal.name, op, shown(workspace_uri, 300), exc)
-            raise ToolFailure(str(exc)) from None
+            raise ToolFailure(f"{exc}; {valid_choices(self.policy, principal)}") from None
         root = self.roots[grant.workspace.name]
         return Opened(grant.workspace, root, workspace_uri)
 

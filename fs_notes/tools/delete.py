@@ -60,7 +60,7 @@ from ..rounds.request import Binding, Echo, RequestState, Round
 from ..rounds.seal import StateRejected, StateSealer, StateTooLarge, refuse_state
 from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded
 from .loading import load_note, stat_key
-from .registry import WORKSPACE_URI, MultiRound, ToolSpec
+from .registry import NOTE_ID, WORKSPACE_URI, MultiRound, ToolSpec
 
 log = logging.getLogger("fs_notes.delete")
 
@@ -137,6 +137,27 @@ def find_candidates(env: NotesEnv, ws: Opened, title: str) -> list[Candidate]:
     return exact + partial
 
 
+def note_by_id(env: NotesEnv, ws: Opened, raw_id: str) -> Candidate:
+    """The one candidate of a deletion asked for by id: the note as `notes` would list it
+    (the same id rules and filesystem checks), with its title; ToolFailure otherwise."""
+    note_id = env.note_id(raw_id)
+    st = env.note_entry(ws, note_id)
+    if st is None:
+        raise ToolFailure(f"note not found: {shown_id(note_id, 300)}")
+    note = env.cache.get(ws.workspace.name, note_id, stat_key(st))
+    if note is None:
+        try:
+            note = load_note(env, ws, note_id, None)
+        except FsError as exc:
+            raise ToolFailure(fs_message(exc, note_id)) from None
+    return Candidate(note_id, Identity.of(st), note.title)
+
+
+def _asked(args: dict[str, Any]) -> str:
+    """What the user asked to delete, as the form names it: the title, or the id."""
+    return str(args["title"] if "title" in args else args["id"])
+
+
 class DeleteTool:
     def __init__(
         self,
@@ -159,8 +180,9 @@ class DeleteTool:
             name="notes_delete",
             title="Delete a note",
             description=(
-                "Delete a note chosen by title. The user is always asked, through a form, which "
-                "matching note to delete and to confirm; nothing is deleted without that."
+                "Delete a note chosen by title or by id (give exactly one of them). The user is "
+                "always asked, through a form, which matching note to delete and to confirm; "
+                "nothing is deleted without that, so the client must support form elicitation."
             ),
             properties={
                 "workspaceUri": WORKSPACE_URI,
@@ -168,10 +190,16 @@ class DeleteTool:
                     "type": "string",
                     "minLength": 1,
                     "maxLength": 256,
-                    "description": "Title (or part of it) of the note to delete; case-insensitive",
+                    "description": "Title (or part of it) of the note to delete; "
+                    "case-insensitive. Give this or id, not both",
+                },
+                "id": {
+                    **NOTE_ID,
+                    "description": "Id of the note to delete, as notes_list and notes_search "
+                    "return it (its path relative to the workspace). Give this or title, not both",
                 },
             },
-            required=("workspaceUri", "title"),
+            required=(),
             read_only=False,
             destructive=True,
             idempotent=False,
@@ -218,16 +246,21 @@ class DeleteTool:
                 failed, outcome, shown_id(note_id, 300),
             )  # fmt: skip
 
-    def _open(self, call: Call, uri: str) -> Opened:
+    def _open(self, call: Call, uri: str | None) -> Opened:
         try:
             return self.env.open(call, uri, "delete")
         except ToolFailure:
-            self._audit(call, uri[:300], None, "policy-refused")
+            self._audit(call, (uri or "(workspaceUri left out)")[:300], None, "policy-refused")
             raise
 
     def run(self, call: Call, args: dict[str, Any], params: CallToolParams) -> dict[str, Any]:
         assert isinstance(call.principal, Principal)
-        ws = self._open(call, args["workspaceUri"])
+        if ("title" in args) == ("id" in args):
+            raise ToolFailure(
+                "notes_delete takes exactly one of title and id: "
+                + ("not both" if "title" in args else "give the title or the id of the note")
+            )
+        ws = self._open(call, args.get("workspaceUri"))
         bind = Binding(call.principal.name, args, ws.workspace.name)
         echo = Echo.of(params)
         if echo is not None:
@@ -238,11 +271,7 @@ class DeleteTool:
         refusal = self.deleter.unavailable(ws.workspace.name)
         if refusal is not None:
             raise ToolFailure(f"deletion is refused in this workspace: {refusal}")
-        candidates = find_candidates(self.env, ws, args["title"])
-        if not candidates:
-            raise ToolFailure(
-                f'no note in this workspace has a title matching "{shown(args["title"], 256)}"'
-            )
+        candidates = self._candidates(ws, args)
         if len(candidates) > MAX_CANDIDATES:
             raise ToolFailure(
                 f"{len(candidates)} notes match that title; give a more specific title "
@@ -259,7 +288,9 @@ class DeleteTool:
             self._audit(call, ws.workspace.name, None, "delete-failed", "replay-store")
             raise ToolFailure(_UNAVAILABLE) from None
         return InputRequiredResult(
-            input_requests=input_request(args["workspaceUri"], args["title"], candidates),
+            input_requests=input_request(
+                ws.uri, _asked(args), candidates, by_id="id" in args
+            ),
             request_state=token,
         ).wire()
 
@@ -273,7 +304,7 @@ class DeleteTool:
             self._audit(call, name, None, "state-refused", "state")
             raise refuse_state(exc.reason) from None
         try:
-            outcome = decide(opened.data, echo.responses, title=args["title"])
+            outcome = decide(opened.data, echo.responses, title=_asked(args))
         except ResponseMissing:  # asked again, the same form under the same (unspent) state
             return self._ask_again(call, args, ws, opened)
         except ResponseInvalid as exc:
@@ -302,12 +333,29 @@ class DeleteTool:
             self._audit(call, ws.workspace.name, None, "replay-refused")
             raise refuse_state("nonce already spent")
         # The sealed candidates, each with its title as found now (titles are not sealed).
-        titles = {c.id: c.title for c in find_candidates(self.env, ws, args["title"])}
+        try:
+            found = self._candidates(ws, args)
+        except ToolFailure:  # gone meanwhile: the sealed id is shown, its deletion will refuse
+            found = []
+        titles = {c.id: c.title for c in found}
         sealed = [replace(c, title=titles.get(c.id)) for c in opened.data]
         return InputRequiredResult(
-            input_requests=input_request(args["workspaceUri"], args["title"], sealed),
+            input_requests=input_request(ws.uri, _asked(args), sealed, by_id="id" in args),
             request_state=opened.token,
         ).wire()
+
+    def _candidates(self, ws: Opened, args: dict[str, Any]) -> list[Candidate]:
+        """What the form offers: the notes matching the title, or the one note with the id
+        (ToolFailure when there is none)."""
+        if "id" in args:
+            return [note_by_id(self.env, ws, args["id"])]
+        candidates = find_candidates(self.env, ws, args["title"])
+        if not candidates:
+            raise ToolFailure(
+                f'no note in this workspace has a title matching "{shown(args["title"], 256)}"'
+                " (notes_delete also takes the note's id)"
+            )
+        return candidates
 
     def _spent(self, call: Call, ws: str, nonce: str) -> bool:
         try:

@@ -54,8 +54,8 @@ def _edits(raw: list[dict[str, Any]]) -> list[Edit]:
 def build(env: NotesEnv, writer: Writer) -> list[ToolSpec]:
     @guarded
     def notes_append(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        env.open(call, args["workspaceUri"], "read")  # it reads the note: read, and write
-        ws = env.open(call, args["workspaceUri"], "write")
+        env.open(call, args.get("workspaceUri"), "read")  # it reads the note: read, and write
+        ws = env.open(call, args.get("workspaceUri"), "write")
         note_id = env.note_id(args["id"])
         tail = args["text"].encode("utf-8")
         expected = expected_version(args)
@@ -79,8 +79,8 @@ def build(env: NotesEnv, writer: Writer) -> list[ToolSpec]:
 
     @guarded
     def notes_edit(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        env.open(call, args["workspaceUri"], "read")  # its diff and match counts show the note
-        ws = env.open(call, args["workspaceUri"], "write")
+        env.open(call, args.get("workspaceUri"), "read")  # its diff and match counts show the note
+        ws = env.open(call, args.get("workspaceUri"), "write")
         note_id = env.note_id(args["id"])
         edits = _edits(args["edits"])
         expected = expected_version(args)
@@ -169,7 +169,7 @@ def build(env: NotesEnv, writer: Writer) -> list[ToolSpec]:
                 "text": text_arg,
                 "expectedVersion": VERSION_ARG,
             },
-            required=("workspaceUri", "id", "text"),
+            required=("id", "text"),
             read_only=False,
             destructive=False,
             idempotent=False,
@@ -198,7 +198,7 @@ def build(env: NotesEnv, writer: Writer) -> list[ToolSpec]:
                 },
                 "expectedVersion": VERSION_ARG,
             },
-            required=("workspaceUri", "id", "edits"),
+            required=("id", "edits"),
             read_only=False,
             destructive=True,
             idempotent=False,

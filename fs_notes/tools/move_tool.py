@@ -161,7 +161,7 @@ def _source_identity(ws: Opened, note_id: str, version: str | None) -> Identity:
         raise ToolFailure(fs_message(exc, note_id)) from None
 
 
-def _may_read(env: NotesEnv, call: Call, uri: str) -> Opened | None:
+def _may_read(env: NotesEnv, call: Call, uri: str | None) -> Opened | None:
     try:
         return env.open(call, uri, "read")
     except ToolFailure:
@@ -172,8 +172,8 @@ def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]
     @guarded
     def notes_move(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         if "expectedVersion" in args:  # comparing versions reads the note: read, and write
-            env.open(call, args["workspaceUri"], "read")
-        ws = env.open(call, args["workspaceUri"], "write")
+            env.open(call, args.get("workspaceUri"), "read")
+        ws = env.open(call, args.get("workspaceUri"), "write")
         note_id = env.note_id(args["id"])
         new_id = env.note_id(args["newId"])
         update_links = args.get("updateLinks") is True
@@ -185,7 +185,7 @@ def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]
         if new_id == note_id:
             raise ToolFailure(f"a note already exists at {shown_id(new_id, 300)}")
         expected = _source_identity(ws, note_id, version)
-        reader = _may_read(env, call, args["workspaceUri"])
+        reader = _may_read(env, call, args.get("workspaceUri"))
         links = _backlinks(env, reader, note_id, new_id, update_links) if reader else None
         try:
             ident = mover.move(name, note_id, new_id, expected)
@@ -216,7 +216,7 @@ def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]
                 },
                 "expectedVersion": VERSION_ARG,
             },
-            required=("workspaceUri", "id", "newId"),
+            required=("id", "newId"),
             read_only=False,
             destructive=False,
             idempotent=False,

@@ -31,6 +31,7 @@ from .properties import aliases_of, properties_of
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .tags import tags_of
 from .versions import load_current
+from .workspaces_tool import build as workspaces_tool
 
 LIST_PAGE_DEFAULT = 100
 LIST_PAGE_MAX = 1000
@@ -101,7 +102,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
 
     @guarded
     def notes_list(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        ws = env.open(call, args["workspaceUri"], "read")
+        ws = env.open(call, args.get("workspaceUri"), "read")
         folder = env.folder(args.get("folder", ""))
         limit = int(args.get("limit", LIST_PAGE_DEFAULT))
         recent = args.get("recent") is True
@@ -158,7 +159,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
 
     @guarded
     def notes_read(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        ws = env.open(call, args["workspaceUri"], "read")
+        ws = env.open(call, args.get("workspaceUri"), "read")
         note_id = env.note_id(args["id"])
         try:  # the identity first, so a cached title and text (or a large note's title) serve
             note = load_note(env, ws, note_id, ws.root.stat_note(note_id))
@@ -182,7 +183,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
     def notes_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         """Ranked full-text search (fs_notes/search/index.py): the index is refreshed from the
         filesystem layer's listing first, and every hit is checked again through it."""
-        ws = env.open(call, args["workspaceUri"], "read")
+        ws = env.open(call, args.get("workspaceUri"), "read")
         query = args["query"].strip()
         if not query:
             raise ToolFailure("query must not be blank")
@@ -219,6 +220,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         "description": "Only notes beneath this folder (relative to the workspace)",
     }
     return [
+        workspaces_tool(env),
         ToolSpec(
             name="notes_list",
             title="List notes",
@@ -243,7 +245,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
                     "description": "Newest first (by modification time): what changed recently",
                 },
             },
-            required=("workspaceUri",),
+            required=(),
             read_only=True,
             destructive=False,
             idempotent=True,
@@ -273,7 +275,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
                     "workspace's read limit, 4 MiB unless its policy says otherwise).",
                 },
             },
-            required=("workspaceUri", "id"),
+            required=("id",),
             read_only=True,
             destructive=False,
             idempotent=True,
@@ -314,7 +316,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
                     "description": "The nextCursor of an earlier search with the same query",
                 },
             },
-            required=("workspaceUri", "query"),
+            required=("query",),
             read_only=True,
             destructive=False,
             idempotent=True,

@@ -36,6 +36,8 @@ class ToolSpec:
     destructive: bool
     idempotent: bool
     handler: ToolHandler | MultiRound = field(compare=False)
+    #: The JSON Schema of the tool's structuredContent, declared as its outputSchema (optional).
+    output_schema: dict[str, Any] | None = field(default=None, compare=False)
 
     input_schema: dict[str, Any] = field(init=False, compare=False)
 
@@ -55,6 +57,7 @@ class ToolSpec:
             title=self.title,
             description=self.description,
             input_schema=self.input_schema,
+            output_schema=self.output_schema,
             annotations=ToolAnnotations(
                 title=self.title,
                 read_only_hint=self.read_only,
@@ -69,7 +72,11 @@ WORKSPACE_URI: dict[str, Any] = {
     "type": "string",
     "minLength": 1,
     "maxLength": 4096,
-    "description": "file:// URI of the notes folder (workspace), e.g. file:///home/me/notes",
+    "description": (
+        "file:// URI of the notes folder (workspace), e.g. file:///home/me/notes, as "
+        "notes_workspaces lists it. May be left out when exactly one workspace is granted to "
+        "you: it then defaults to that one"
+    ),
 }
 NOTE_ID: dict[str, Any] = {
     "type": "string",

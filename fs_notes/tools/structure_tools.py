@@ -29,7 +29,7 @@ def build(env: NotesEnv) -> list[ToolSpec]:
 def _tags(env: NotesEnv) -> ToolSpec:
     @guarded
     def notes_tags(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        ws = env.open(call, args["workspaceUri"], "read")
+        ws = env.open(call, args.get("workspaceUri"), "read")
         wanted = args.get("tag")
         if wanted is not None and valid_tag(wanted) is None:
             raise ToolFailure("not a tag: letters, digits, _, - and / (and not only digits)")
@@ -81,7 +81,7 @@ def _tags(env: NotesEnv) -> ToolSpec:
                 "description": "Only the notes with this tag (with or without the #)",
             },
         },
-        required=("workspaceUri",),
+        required=(),
         read_only=True,
         destructive=False,
         idempotent=True,
@@ -92,7 +92,7 @@ def _tags(env: NotesEnv) -> ToolSpec:
 def _links(env: NotesEnv) -> ToolSpec:
     @guarded
     def notes_links(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        ws = env.open(call, args["workspaceUri"], "read")
+        ws = env.open(call, args.get("workspaceUri"), "read")
         note_id = env.note_id(args["id"])
         indexed = current(env, ws)
         index = indexed.index
@@ -137,7 +137,7 @@ def _links(env: NotesEnv) -> ToolSpec:
         "each resolved to a note id or left unresolved, and its backlinks: the notes that "
         "link to it.",
         properties={"workspaceUri": WORKSPACE_URI, "id": NOTE_ID},
-        required=("workspaceUri", "id"),
+        required=("id",),
         read_only=True,
         destructive=False,
         idempotent=True,

@@ -280,7 +280,7 @@ class SummarizeTool:
                     "description": "What to summarize, in words that appear in the notes",
                 },
             },
-            required=("workspaceUri", "query"),
+            required=("query",),
             read_only=True,
             destructive=False,
             idempotent=True,
@@ -289,7 +289,7 @@ class SummarizeTool:
 
     def run(self, call: Call, args: dict[str, Any], params: CallToolParams) -> dict[str, Any]:
         assert isinstance(call.principal, Principal)
-        ws = self.env.open(call, args["workspaceUri"], "read")
+        ws = self.env.open(call, args.get("workspaceUri"), "read")
         bind = Binding(call.principal.name, args, ws.workspace.name)
         echo = Echo.of(params)
         if echo is None:

@@ -60,8 +60,8 @@ class DirectWriter:
 def build(env: NotesEnv, writer: NoteWriter) -> list[ToolSpec]:
     def write(call: Call, args: dict[str, Any], verb: str) -> dict[str, Any]:
         if "expectedVersion" in args:  # comparing versions reads the note: read, and write
-            env.open(call, args["workspaceUri"], "read")
-        ws = env.open(call, args["workspaceUri"], "write")
+            env.open(call, args.get("workspaceUri"), "read")
+        ws = env.open(call, args.get("workspaceUri"), "write")
         note_id = env.note_id(args["id"])
         data = args["content"].encode("utf-8")
         expected = expected_version(args)
@@ -108,7 +108,7 @@ def build(env: NotesEnv, writer: NoteWriter) -> list[ToolSpec]:
             description="Create a new note (missing folders are created). Never overwrites: "
             "fails if a note already exists at that id.",
             properties=props,
-            required=("workspaceUri", "id", "content"),
+            required=("id", "content"),
             read_only=False,
             destructive=False,
             idempotent=False,
@@ -121,7 +121,7 @@ def build(env: NotesEnv, writer: NoteWriter) -> list[ToolSpec]:
             "expectedVersion (the version notes_read returned): the update is then refused, "
             "and nothing written, if the note changed since you read it.",
             properties=update_props,
-            required=("workspaceUri", "id", "content"),
+            required=("id", "content"),
             read_only=False,
             destructive=True,
             idempotent=True,
