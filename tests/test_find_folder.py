@@ -21,7 +21,7 @@ from fs_notes.protocol.envelope import Request
 from fs_notes.rounds.seal import KeyRing
 
 KEYS = KeyRing([("k1", b"k" * 32)])
-NO_FORM_DATA = {"requiredCapabilities": {"elicitation": {"form": {}}}}
+NO_FORM_DATA: dict[str, Any] = {"requiredCapabilities": {"elicitation": {"form": {}}}}
 ALL = ["read", "write", "delete"]
 ONE_OF = "notes_delete takes exactly one of title and id"
 

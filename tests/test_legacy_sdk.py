@@ -243,3 +243,49 @@ def test_notes_summarize_without_a_sampling_callback_is_32021_in_both_eras(
 
     anyio.run(main)
     assert os.path.exists(ws / "projects" / "tps.md")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_a_model_given_only_tools_list_and_the_instructions_lists_reads_and_deletes(
+    ws: Path, tmp_path: Path, mode: str
+) -> None:
+    """Issue 25, "Done when": nothing tells the client the folder. What the model reads (the
+    server's instructions, from server/discover or initialize, and tools/list) says the one
+    workspace may be left out, and every call below leaves workspaceUri out."""
+    elicit = Elicitations("accept")
+
+    async def main() -> None:
+        async with _stdio_client(ws, tmp_path, mode, elicitation_callback=elicit) as c:
+            if mode == "legacy":  # from the initialize result
+                instructions = c.instructions
+            else:  # pinned to 2026-07-28, the client synthesizes its discover: ask the server
+                raw = await c.session.send_discover("2026-07-28")
+                instructions = types.DiscoverResult.model_validate(raw).instructions
+            assert instructions is not None
+            assert f'"notes" {_uri(ws)} (read, write, delete)' in instructions
+            assert "workspaceUri may be left out" in instructions
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            for tool in ("notes_list", "notes_read", "notes_delete"):
+                assert "workspaceUri" not in tools[tool].input_schema.get("required", [])
+            found = await c.call_tool("notes_workspaces", {})
+            assert found.structured_content == {
+                "workspaces": [
+                    {"name": "notes", "uri": _uri(ws), "operations": ["read", "write", "delete"]}
+                ]
+            }
+            listed = await c.call_tool("notes_list", {})
+            assert listed.structured_content is not None
+            ids = [n["id"] for n in listed.structured_content["notes"]]
+            assert ids == ["groceries.md", "projects/tps.md"]
+            read = await c.call_tool("notes_read", {"id": ids[1]})
+            assert read.structured_content is not None
+            assert read.structured_content["content"] == "# TPS report\nThe old TPS report.\n"
+            deleted = await c.call_tool("notes_delete", {"id": ids[1]})
+            assert deleted.is_error is not True, deleted
+            assert deleted.structured_content == {"deleted": ids[1], "outcome": "deleted"}
+
+    anyio.run(main)
+    assert [[o["const"] for o in s["properties"]["note_id"]["oneOf"]] for s in elicit.seen] == [
+        ["projects/tps.md"]
+    ]
+    assert not (ws / "projects" / "tps.md").exists() and (ws / "groceries.md").exists()

@@ -94,7 +94,7 @@ def test_a_lone_surrogate_in_every_string_argument_of_every_tool_is_a_tool_error
     me = policy.local_principal()
     srv = InProcess(policy, tmp_path / "state", keyring=KEYS, clock=time.time)
     try:
-        caps = {"io.modelcontextprotocol/clientCapabilities": {}}
+        caps: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {}}
         listed = srv.dispatcher.handle(
             Request(0, "tools/list", {"_meta": {**META, **caps}}), me, "test"
         )

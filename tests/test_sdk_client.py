@@ -36,6 +36,7 @@ TOOLS = {
     "notes_move",
     "notes_delete",
     "notes_summarize",
+    "notes_workspaces",
 }
 
 
