@@ -289,3 +289,24 @@ def test_a_model_given_only_tools_list_and_the_instructions_lists_reads_and_dele
         ["projects/tps.md"]
     ]
     assert not (ws / "projects" / "tps.md").exists() and (ws / "groceries.md").exists()
+
+
+def test_without_an_elicitation_callback_notes_delete_is_32021_saying_what_to_use(
+    ws: Path, tmp_path: Path
+) -> None:
+    """docs/clients.md's measured row: the official Python client (mcp 2.3.0) without an
+    elicitation callback declares no form elicitation, and is told so in words, in both eras."""
+    from mcp import MCPError
+
+    async def main() -> None:
+        for mode in ("legacy", "2026-07-28"):
+            async with _stdio_client(ws, tmp_path, mode) as c:
+                with pytest.raises(MCPError) as caught:
+                    await c.call_tool("notes_delete", {"id": "projects/tps.md"})
+                assert caught.value.code == -32021
+                assert caught.value.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+                assert "This client cannot show a confirmation form" in str(caught.value)
+                assert "docs/clients.md" in str(caught.value)
+
+    anyio.run(main)
+    assert os.path.exists(ws / "projects" / "tps.md")
