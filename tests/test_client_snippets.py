@@ -6,7 +6,8 @@ Every fenced block is checked, in the order of the page:
   run: a `command` (stdio) is started and asked `server/discover` and `notes_list` on its stdin;
   a `url` (HTTP) is sent the same two requests with the entry's headers.
 - ```sh: one command a line. `claude mcp add ... NAME -- COMMAND` and `npx
-  @modelcontextprotocol/inspector@2 COMMAND` (pinned: issue 25) run COMMAND as a stdio server; their HTTP forms, a URL
+  @modelcontextprotocol/inspector@2 COMMAND` (pinned, issue 25: an unpinned one is an error) run
+  COMMAND as a stdio server; their HTTP forms, a URL
   with `--header`s, are HTTP entries. `fs-notes serve ... --http HOST:PORT` starts the server
   the HTTP entries after it talk to (on a free port instead of PORT: the entries' PORT is mapped
   to it), `ssh -L LOCAL:127.0.0.1:PORT` records a tunnel (an entry's URL on LOCAL then reaches
@@ -283,7 +284,7 @@ class Checker:
             self._inspector(words[2:])
         elif words[0] == "npx" and words[1:2] and words[1].startswith("@modelcontextprotocol/insp"):
             # Node 20's npx installs 0.15 of an unpinned Inspector, whose HTTP form fails.
-            raise SnippetError(f"pin the Inspector as @modelcontextprotocol/inspector@2: {words[1]}")
+            raise SnippetError(f"pin the Inspector, @modelcontextprotocol/inspector@2: {words[1]}")
         elif words[0] == "ssh" and "-L" in words:
             self._tunnel(words)
         elif _is_fs_notes(words[0]) and "--http" in words:
