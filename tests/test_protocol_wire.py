@@ -41,6 +41,7 @@ TOOLS = {
     "notes_move",
     "notes_delete",
     "notes_summarize",
+    "notes_workspaces",
 }
 
 
@@ -370,7 +371,8 @@ def test_discover_advertises_tools_and_resources_never_roots(stdio: StdioServer)
         "tools": {},
         "resources": {"listChanged": True, "subscribe": True},
     }
-    assert result["ttlMs"] > 0 and result["cacheScope"] == "public"
+    # The instructions name this principal's workspaces (issue 25): a private answer.
+    assert result["ttlMs"] > 0 and result["cacheScope"] == "private"
 
 
 def test_tools_list_is_byte_identical_across_calls_and_instances(
