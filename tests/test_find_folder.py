@@ -303,3 +303,62 @@ def test_a_client_without_forms_is_told_in_words_what_to_use(tmp_path: Path) -> 
     for client in ("Claude Code", "VS Code", "Cursor", "MCP Inspector 2", "docs/clients.md"):
         assert client in message
     assert (folders["team"] / "team.md").exists()
+
+
+def test_the_legacy_initialize_result_carries_each_principals_own_instructions(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from fs_notes.legacy.adapter import LegacyAdapter
+
+    policy, folders = _policy(tmp_path)
+    srv = _server(tmp_path, policy)
+    adapter = LegacyAdapter(srv.dispatcher)
+
+    async def welcome(who: Principal) -> dict[str, Any]:
+        params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
+        req = Request(1, "initialize", params)
+        session = adapter.open(req, who, "test")
+        return (await adapter.welcome(session, req, who))["result"]  # type: ignore[no-any-return]
+
+    try:
+        alice = asyncio.run(welcome(Principal("alice")))
+        bob = asyncio.run(welcome(Principal("bob")))
+    finally:
+        srv.close()
+    assert alice["protocolVersion"] == bob["protocolVersion"] == "2025-11-25"
+    assert folders["team"].as_uri() in alice["instructions"]
+    assert folders["private"].as_uri() in alice["instructions"]
+    assert folders["bobs"].as_uri() not in alice["instructions"]
+    assert f'"bobs" {folders["bobs"].as_uri()} (read, write, delete)' in bob["instructions"]
+    assert "team" not in bob["instructions"] and "private" not in bob["instructions"]
+
+
+def test_a_workspace_name_is_escaped_in_text_and_exact_in_structured_content(
+    tmp_path: Path,
+) -> None:
+    """A policy name may hold an invisible letter (U+3164 HANGUL FILLER is printable) or a
+    backslash: text a model reads shows them escaped (fs_notes.render), so a name cannot hide
+    a character or fake an escape; the structured listing keeps the exact name."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    name = "team\u3164\\u0041"
+    (tmp_path / "p.toml").write_text(
+        '[[principal]]\nname = "me"\nlocal = true\n\n'
+        f'[[workspace]]\nname = "{name.replace(chr(92), chr(92) * 2)}"\npath = "{folder}"\n\n'
+        f'[[grant]]\nprincipal = "me"\nworkspace = "{name.replace(chr(92), chr(92) * 2)}"\n'
+        'operations = ["read"]\n'
+    )
+    policy = load_policy(str(tmp_path / "p.toml"))
+    assert policy.workspaces[0].name == name
+    srv = _server(tmp_path, policy)
+    me = policy.local_principal()
+    try:
+        text = _ask(srv, me, "server/discover")["instructions"]
+        listed = srv.call(me, "notes_workspaces", {})["result"]
+    finally:
+        srv.close()
+    assert '"team\\u3164\\\\u0041"' in text and "\u3164" not in text
+    assert listed["structuredContent"]["workspaces"][0]["name"] == name
+    assert "\u3164" not in listed["content"][0]["text"]
