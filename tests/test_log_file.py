@@ -124,3 +124,70 @@ def test_rotation_works_in_the_confined_server_and_touches_no_name(tmp_path: Pat
     assert all(any(line == other for other in lines) for line in kept.splitlines())
     assert 0 < kept.count("method=tools/call") < 120
     assert kept.splitlines()[-1].endswith("stdio transport closed")
+
+
+CONFINED_ROTATION = """
+import errno, json, logging, os, sys
+from fs_notes.logfile import RotatingLogFile
+from fs_notes.policy import Policy
+from fs_notes.sandbox.selfconfine import confine_server
+notes, logs = sys.argv[1], sys.argv[2]
+path = os.path.join(logs, "x.log")
+handler = RotatingLogFile(path, 4096, 1)
+handler.setFormatter(logging.Formatter("%(message)s"))
+done = confine_server(Policy.for_single_workspace(notes, "me", token_sha256=None), replay_db=None)
+out = {"enforced": done.enforced}
+
+def attempt(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+
+# What logging.handlers.RotatingFileHandler would do, refused by the domain:
+out["rename"] = attempt(lambda: os.rename(path, path + ".1"))
+new = os.path.join(logs, "new")
+out["create"] = attempt(lambda: os.close(os.open(new, os.O_CREAT | os.O_WRONLY, 0o600)))
+out["reopen"] = attempt(lambda: os.close(os.open(path, os.O_WRONLY | os.O_APPEND)))
+for n in range(100):
+    handler.emit(logging.makeLogRecord({"msg": f"record {n:03d} " + "x" * 90}))
+handler.close()
+print(json.dumps(out))
+"""
+
+
+def test_the_confined_process_cannot_rename_in_the_folder_yet_rotates(tmp_path: Path) -> None:
+    """Positive control of the test above: under the server's own Landlock domain, the
+    rename, create and reopen a name-based rotation needs are refused (EACCES; ENOENT as root,
+    whose private view hides the folder first), and rotation within the open files still works:
+    the last records in FILE, the ones before in FILE.1."""
+    verdict, why = requirement("landlock")
+    if verdict == "fail":
+        pytest.fail(why)
+    if verdict != "run":
+        pytest.skip(why)
+    import json
+
+    notes = _notes(tmp_path)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", CONFINED_ROTATION, str(notes), str(logs)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=REPO,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["enforced"] is True
+    refused = "ENOENT" if requirement("view")[0] == "run" else "EACCES"
+    assert (out["rename"], out["create"], out["reopen"]) == (refused, refused, refused)
+    records = [f"record {n:03d} " + "x" * 90 for n in range(100)]
+    current = (logs / "x.log").read_text().splitlines()
+    backup = (logs / "x.log.1").read_text().splitlines()
+    assert backup + current == records[-len(backup + current) :]
+    assert current[-1] == records[-1] and 0 < len(current) < 100 and backup
+    assert sorted(p.name for p in logs.iterdir()) == ["x.log", "x.log.1"]
