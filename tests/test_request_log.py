@@ -153,3 +153,47 @@ def test_an_http_401_leaves_one_line_without_the_token(tmp_path: Path) -> None:
         "method=tools/call tool=notes_read id=a.md",
     ]
     assert wrong not in log and TOKEN not in log and "Bearer" not in log
+
+
+def test_http_legacy_requests_and_unreadable_bodies_leave_one_line_each(tmp_path: Path) -> None:
+    notes = _folder(tmp_path)
+    write_secret(tmp_path / "token", TOKEN)
+    token_file = str(tmp_path / "token")
+    server = HttpServer(str(notes), "--token-file", token_file, tmp=tmp_path, token=TOKEN)
+    base = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {TOKEN}",
+    }
+    try:
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+        opened = server.post_raw(json.dumps(body).encode(), base)
+        assert opened.status_code == 200
+        session = {**base, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        session["MCP-Protocol-Version"] = "2025-11-25"
+        done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert server.post_raw(json.dumps(done).encode(), session).status_code == 202
+        args = {"name": "notes_read", "arguments": {"workspaceUri": notes.as_uri(), "id": "a.md"}}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": args}
+        answered = server.post_raw(json.dumps(call).encode(), session)
+        assert answered.json()["result"].get("isError") is not True
+        lost = {**session, "Mcp-Session-Id": "no-such-session"}
+        assert server.post_raw(json.dumps(call).encode(), lost).status_code == 404
+        assert server.post_raw(b"{not json", base).status_code == 400
+    finally:
+        server.close()
+    lines = [
+        re.sub(r"principal=\w+ w", "principal=P w", line)
+        for line in _request_lines(server.log_path.read_text())
+    ]
+    assert lines == [
+        "outcome=ok ms=N transport=http protocol=2025-11-25 principal=P workspace=- "
+        "method=initialize tool=- id=-",
+        "outcome=ok ms=N transport=http protocol=2025-11-25 principal=P workspace=notes "
+        "method=tools/call tool=notes_read id=a.md",
+        "outcome=http-404 ms=N transport=http protocol=- principal=P workspace=- method=POST "
+        "tool=- id=-",
+        "outcome=-32700 ms=N transport=http protocol=- principal=P workspace=- method=- "
+        "tool=- id=-",
+    ]
