@@ -130,6 +130,25 @@ def _parser() -> argparse.ArgumentParser:
         help="append destructive decisions here as JSON lines (default: none)",
     )
     serve.add_argument(
+        "--log-file",
+        metavar="FILE",
+        help="also write the log to FILE (0600), rotated by size into FILE.1 ... (default: none)",
+    )
+    serve.add_argument(
+        "--log-file-max-bytes",
+        type=int,
+        default=10 << 20,
+        metavar="N",
+        help="rotate the --log-file when it would exceed N bytes (default: 10485760)",
+    )
+    serve.add_argument(
+        "--log-file-backups",
+        type=int,
+        default=3,
+        metavar="N",
+        help="how many rotated files FILE.1 ... FILE.N to keep (default: 3)",
+    )
+    serve.add_argument(
         "--allow-unconfined",
         action="store_true",
         help="allow creates, updates and deletions without an OS containment layer (logged)",

@@ -278,4 +278,10 @@ def build_server(
         read_resource=read_resource,
         listen=listen_method(LiveNotes(env)),
     )
-    return build_dispatcher(methods), env
+    dispatcher = build_dispatcher(methods)
+    # The request log names workspaces, never their paths ("": the only one, the default).
+    names = {ws.uri: ws.name for ws in policy.workspaces}
+    if len(policy.workspaces) == 1:
+        names[""] = policy.workspaces[0].name
+    dispatcher.workspace_names = names
+    return dispatcher, env

@@ -11,6 +11,8 @@ the same line after ` | `.
 `--log-format json` (`JsonLineFormatter`) writes each record as one JSON object instead
 (`time`, `level`, `logger`, `message`, and `traceback` when there is one), for log collectors; the
 same escaping is applied to the message first, and JSON escapes what is left, so it is one line too.
+A request's line (protocol/requestlog.py) is written escaped field by field by its call site
+(`escaped`), and as JSON its fields are keys of the object (`fields`), each value escaped.
 
 Guarantees this for every call site at once, including third-party loggers (uvicorn) and future
 ones: call sites need not remember. Does not: shorten long values (call sites cut what they log
@@ -29,7 +31,10 @@ from .render import shown
 
 class LineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        message = shown(record.getMessage())
+        # A request line (protocol/requestlog.py) comes escaped field by field; anything else
+        # is escaped here, whole.
+        escaped = getattr(record, "escaped", False) is True and isinstance(record.msg, str)
+        message = record.msg if escaped else shown(record.getMessage())
         line = f"{self.prefix(record)}{message}"
         if record.exc_info:
             line += " | " + shown(self.formatException(record.exc_info))
@@ -49,12 +54,17 @@ class LineFormatter(logging.Formatter):
 
 class JsonLineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        entry = {
+        entry: dict[str, str | int] = {
             "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
             "level": record.levelname,
             "logger": record.name,
             "message": shown(record.getMessage()),
         }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):  # a request line: its fields as keys, each value escaped
+            entry["message"] = "request"
+            for key, value in fields.items():
+                entry[key] = value if isinstance(value, int) else shown(str(value), 200)
         if record.exc_info:
             entry["traceback"] = shown(self.formatException(record.exc_info))
         return json.dumps(entry, ensure_ascii=False)

@@ -44,6 +44,10 @@ def close_inherited_fds() -> None:
 
 def serve(args: argparse.Namespace) -> int:
     close_inherited_fds()
+    if args.log_file is not None:  # opened now, before self-confinement (logfile.py)
+        from .logfile import attach
+
+        attach(args.log_file, args.log_file_max_bytes, args.log_file_backups)
     return run(ServeConfig.from_args(args))
 
 

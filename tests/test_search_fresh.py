@@ -199,7 +199,8 @@ def test_a_long_build_says_how_far_it_got_and_keeps_it_when_cut_short(
 
     with caplog.at_level("INFO", logger="fs_notes.search"), pytest.raises(Cancelled):
         index.refresh(listed, cut)
-    assert "search index: 1 notes indexed so far" in caplog.text
+    assert "search index: 1 of 25 notes indexed" in caplog.text
+    assert {r.levelname for r in caplog.records} == {"INFO"}  # progress, not a warning (issue 25)
     assert len(index.search("pangolin", limit=100)) == 20  # two whole batches were kept
     reads: list[str] = []
 

@@ -138,7 +138,13 @@ def check_legacy(message: dict[str, Any], method: str | None = None) -> None:
         _validate_legacy(LEGACY_SERVER_REQUESTS[message["method"]], message)
     else:
         _validate_legacy("JSONRPCNotification", message)
-        _validate_legacy("CancelledNotification", message)
+        _validate_legacy(LEGACY_NOTIFICATIONS[message["method"]], message)
+
+
+LEGACY_NOTIFICATIONS = {
+    "notifications/cancelled": "CancelledNotification",
+    "notifications/progress": "ProgressNotification",
+}
 
 
 def meta(caps: dict[str, Any] | None = None, version: Any = PROTOCOL_VERSION) -> dict[str, Any]:

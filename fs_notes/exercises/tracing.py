@@ -31,6 +31,7 @@ from ..protocol.cancel import Token
 from ..protocol.dispatch import Dispatcher
 from ..protocol.dispatch import Principal as CallPrincipal
 from ..protocol.envelope import Notification, Request, result_response
+from ..protocol.progress import Notify
 from ..tools.context import IdRules, strict_folder, strict_note_id
 from ..tools.delete import NoteDeleter
 from ..tools.move_tool import NoteMover
@@ -373,6 +374,9 @@ class TracingDispatcher(Dispatcher):
         principal: CallPrincipal,
         transport: str,
         cancel: Token | None = None,
+        *,
+        notify: Notify | None = None,
+        logged: bool = True,
     ) -> dict[str, Any] | None:
         if isinstance(msg, Request) and msg.method == CONFIG_METHOD:
             return result_response(msg.id, dict(self._config))
@@ -381,7 +385,9 @@ class TracingDispatcher(Dispatcher):
                 result = self._private[msg.method](dict(msg.params or {}))
             return {**result_response(msg.id, result), TRACE_KEY: [e.to_json() for e in events]}
         with self._trace.collect() as events:
-            response = self._inner.handle(msg, principal, transport, cancel)
+            response = self._inner.handle(
+                msg, principal, transport, cancel, notify=notify, logged=logged
+            )
         if response is None:
             return None
         return {**response, TRACE_KEY: [e.to_json() for e in events]}

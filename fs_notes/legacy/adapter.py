@@ -70,6 +70,7 @@ class LegacyAdapter:
             Request(req.id, "server/discover", session.meta_params({})),
             principal,
             session.transport,
+            logged=False,  # the transport logs the `initialize` it answers
         )
         assert discover is not None
         result = discover.get("result")

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from starlette.responses import Response, StreamingResponse
 
+from ..protocol import requestlog
 from ..protocol.dispatch import Principal
 from ..protocol.envelope import Notification, Request, dumps, error_response
 from ..protocol.errors import INVALID_REQUEST, ProtocolError
@@ -73,20 +75,37 @@ class HttpLegacy:
         return headers.get("mcp-session-id") is not None
 
     async def initialize(self, msg: Request, principal: Principal) -> Response:
+        started = time.monotonic()
+        version = requestlog.NONE
+        outcome = "http-429"
         try:
-            session = self.adapter.open(msg, principal, "http")
-        except ProtocolError as err:
-            return _json(200, error_response(msg.id, err))
-        response = await self.adapter.welcome(session, msg, principal)
-        if "error" in response:
-            return _json(200, response)
-        try:
-            sid = self.sessions.add(session)
-        except TooManySessions:
-            session.close()
-            limit = self.sessions.per_principal
-            return _refuse(429, f"Too Many Requests: this principal has {limit} busy sessions")
-        return _json(200, response, {SESSION_HEADER: sid})
+            try:
+                session = self.adapter.open(msg, principal, "http")
+            except ProtocolError as err:
+                outcome = str(err.code)
+                return _json(200, error_response(msg.id, err))
+            version = session.version
+            response = await self.adapter.welcome(session, msg, principal)
+            outcome = requestlog.outcome(response)
+            if "error" in response:
+                return _json(200, response)
+            try:
+                sid = self.sessions.add(session)
+            except TooManySessions:
+                outcome = "http-429"
+                session.close()
+                limit = self.sessions.per_principal
+                return _refuse(429, f"Too Many Requests: this principal has {limit} busy sessions")
+            return _json(200, response, {SESSION_HEADER: sid})
+        finally:
+            requestlog.write(
+                outcome,
+                started,
+                transport="http",
+                protocol=version,
+                principal=principal.name,
+                what=requestlog.Asked("initialize"),
+            )
 
     @staticmethod
     def takes(headers: Mapping[str, str], msg: Request | Notification) -> bool:

@@ -26,9 +26,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..protocol import requestlog
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import Notification, Request, RequestId, error_response, result_response
 from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
@@ -100,7 +102,25 @@ class LegacySession:
     async def handle(
         self, msg: Request | Notification, principal: Principal, send: Send
     ) -> dict[str, Any] | None:
-        """Answer one legacy message (None for notifications and cancelled requests)."""
+        """Answer one legacy message (None for notifications and cancelled requests); each
+        request leaves its one log line (protocol/requestlog.py), whatever its rounds."""
+        if isinstance(msg, Notification):
+            return await self._answer(msg, principal, send)
+        started = time.monotonic()
+        response = await self._answer(msg, principal, send)
+        requestlog.write(
+            requestlog.outcome(response),
+            started,
+            transport=self.transport,
+            protocol=self.version,
+            principal=principal.name,
+            what=self._dispatcher.asked(msg.method, msg.params),
+        )
+        return response
+
+    async def _answer(
+        self, msg: Request | Notification, principal: Principal, send: Send
+    ) -> dict[str, Any] | None:
         if principal.name != self.principal:  # the transport checks first; never mix principals
             return error_response(
                 msg.id if isinstance(msg, Request) else None,
@@ -156,9 +176,21 @@ class LegacySession:
         params = self.meta_params(msg.params)
         progress = Progress(LEGACY)
         _step(progress, Event.BEGIN)
+        loop = asyncio.get_running_loop()
+
+        async def sending(message: dict[str, Any]) -> None:
+            await send(message)
+
+        def notify(message: dict[str, Any]) -> None:  # progress, from the answering thread
+            asyncio.run_coroutine_threadsafe(sending(message), loop)
+
         while True:  # each pass is one round of the table: handling, then asking or done
             response = await self._dispatcher.handle_async(
-                Request(msg.id, msg.method, params), principal, self.transport
+                Request(msg.id, msg.method, params),
+                principal,
+                self.transport,
+                notify=notify,
+                logged=False,  # this request's one line is written by `handle`
             )
             assert response is not None
             if msg.id in self._cancelled:

@@ -10,9 +10,11 @@ nothing here changes what the modern side answers.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
+from ..protocol import requestlog
 from ..protocol.dispatch import Principal
 from ..protocol.envelope import Notification, Request, error_response, parse
 from ..protocol.errors import INVALID_REQUEST, ProtocolError
@@ -60,14 +62,24 @@ class StdioLegacy:
                 self.session.deliver(msg)
             return None
         if isinstance(msg, Request) and msg.method == "initialize" and self.session is None:
+            started = time.monotonic()
             try:
                 session = self._adapter.open(msg, self._principal, "stdio")
             except ProtocolError as err:
-                return error_response(msg.id, err)
-            self.session = session
-            response = await self._adapter.welcome(session, msg, self._principal)
-            if "error" in response:
-                self.session = None
+                response = error_response(msg.id, err)
+            else:
+                self.session = session
+                response = await self._adapter.welcome(session, msg, self._principal)
+                if "error" in response:
+                    self.session = None
+            requestlog.write(
+                requestlog.outcome(response),
+                started,
+                transport="stdio",
+                protocol=self.session.version if self.session is not None else requestlog.NONE,
+                principal=self._principal.name,
+                what=requestlog.Asked("initialize"),
+            )
             return response
         if self.session is None:  # `takes` said no to anything else; be explicit all the same
             rid = msg.id if isinstance(msg, Request) else None

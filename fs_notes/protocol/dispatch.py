@@ -9,18 +9,22 @@ bare -32603 on the wire; its traceback goes to the log only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..render import shown
+from . import requestlog
 from .cancel import Cancelled, Token
 from .envelope import Notification, Request, error_response, result_response
 from .errors import INTERNAL_ERROR, METHOD_NOT_FOUND, ProtocolError
 from .meta import RESULT_META, RequestMeta, read_meta, unsupported_version
+from .progress import Notify, Reporter, token_of
 
 log = logging.getLogger("fs_notes.protocol")
 
@@ -57,9 +61,15 @@ class Dispatcher:
     def __init__(self, methods: dict[str, Method], executor: Executor | None = None) -> None:
         self._methods = methods
         self._executor = executor
+        #: workspace URI -> name, for the request log ("" -> the default workspace, if any)
+        self.workspace_names: dict[str, str] = {}
 
     def method(self, name: str) -> Method | None:
         return self._methods.get(name)
+
+    def asked(self, method: str, params: dict[str, Any]) -> requestlog.Asked:
+        """What a request asks, as its log line shows it (protocol/requestlog.py)."""
+        return requestlog.asked(method, params, self.workspace_names.get)
 
     def handle(
         self,
@@ -67,24 +77,46 @@ class Dispatcher:
         principal: Principal,
         transport: str,
         cancel: Token | None = None,
+        *,
+        notify: Notify | None = None,
+        logged: bool = True,
     ) -> dict[str, Any] | None:
         """Answer one message. Notifications are never answered, nor is a request whose
-        `cancel` token is cancelled (protocol/cancel.py)."""
+        `cancel` token is cancelled (protocol/cancel.py). A request leaves its one log line
+        (protocol/requestlog.py) unless `logged` is False (the legacy adapter logs its own);
+        with `notify`, a request that carries a progress token is sent its progress
+        notifications through it (protocol/progress.py)."""
         if isinstance(msg, Notification):
             log.debug("notification %s ignored", shown(msg.method, 200))
             return None
+        started = time.monotonic()
+        token = token_of(msg.params) if notify is not None else None
+        reporter = Reporter(token, notify) if token is not None and notify is not None else None
         bound = cancel.bind() if cancel is not None else None
+        bound_progress = reporter.bind() if reporter is not None else None
+        response: dict[str, Any] | None = None
         try:
             response = self._answer(msg, principal, transport)
         except Cancelled:
             log.info("%s id=%r stopped: cancelled by the client", shown(msg.method, 200), msg.id)
-            return None
         finally:
+            if reporter is not None and bound_progress is not None:
+                reporter.close()
+                Reporter.unbind(bound_progress)
             if bound is not None:
                 Token.unbind(bound)
-        if cancel is not None and cancel.cancelled:
+        if response is not None and cancel is not None and cancel.cancelled:
             log.info("%s id=%r cancelled; its answer is dropped", shown(msg.method, 200), msg.id)
-            return None
+            response = None
+        if logged:
+            requestlog.write(
+                requestlog.outcome(response),
+                started,
+                transport=transport,
+                protocol=requestlog.version_of(msg.params),
+                principal=principal.name,
+                what=self.asked(msg.method, msg.params),
+            )
         return response
 
     def _answer(self, msg: Request, principal: Principal, transport: str) -> dict[str, Any]:
@@ -111,14 +143,17 @@ class Dispatcher:
         principal: Principal,
         transport: str,
         cancel: Token | None = None,
+        *,
+        notify: Notify | None = None,
+        logged: bool = True,
     ) -> dict[str, Any] | None:
         """As `handle`; blocking methods run in the executor, so a slow call blocks no other."""
+        answer = functools.partial(
+            self.handle, msg, principal, transport, cancel, notify=notify, logged=logged
+        )
         if self._blocking(msg):
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self._executor, self.handle, msg, principal, transport, cancel
-            )
-        return self.handle(msg, principal, transport, cancel)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, answer)
+        return answer()
 
     def _run(self, req: Request, principal: Principal, transport: str) -> dict[str, Any]:
         method = self._methods.get(req.method)
@@ -163,16 +198,25 @@ class LazyDispatcher(Dispatcher):
     def method(self, name: str) -> Method | None:
         return self._early.get(name) or self.full().method(name)
 
+    def asked(self, method: str, params: dict[str, Any]) -> requestlog.Asked:
+        if method in self._early:
+            return super().asked(method, params)
+        return self.full().asked(method, params)
+
     def handle(
         self,
         msg: Request | Notification,
         principal: Principal,
         transport: str,
         cancel: Token | None = None,
+        *,
+        notify: Notify | None = None,
+        logged: bool = True,
     ) -> dict[str, Any] | None:
         if isinstance(msg, Request) and msg.method not in self._early:
-            return self.full().handle(msg, principal, transport, cancel)
-        return super().handle(msg, principal, transport, cancel)
+            full = self.full()
+            return full.handle(msg, principal, transport, cancel, notify=notify, logged=logged)
+        return super().handle(msg, principal, transport, cancel, notify=notify, logged=logged)
 
     async def _full_async(self) -> Dispatcher:
         full = self._full
@@ -186,8 +230,14 @@ class LazyDispatcher(Dispatcher):
         principal: Principal,
         transport: str,
         cancel: Token | None = None,
+        *,
+        notify: Notify | None = None,
+        logged: bool = True,
     ) -> dict[str, Any] | None:
         if isinstance(msg, Request) and msg.method not in self._early:
             full = await self._full_async()
-            return await full.handle_async(msg, principal, transport, cancel)
-        return super().handle(msg, principal, transport, cancel)
+            return await full.handle_async(
+                msg, principal, transport, cancel, notify=notify, logged=logged
+            )
+        return super().handle(msg, principal, transport, cancel, notify=notify, logged=logged)
+

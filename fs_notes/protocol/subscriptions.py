@@ -24,10 +24,12 @@ anything (the `Listener` does, per principal).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from . import requestlog
 from .dispatch import Call, Dispatcher, Method, Principal
 from .envelope import Request, error_response
 from .errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, ProtocolError
@@ -152,7 +154,24 @@ def listen_method(listener: Listener) -> ListenMethod:
 def open_listen(
     dispatcher: Dispatcher, msg: Request, principal: Principal, transport: str, deliver: Deliver
 ) -> Subscription | dict[str, Any]:
-    """Open the subscription `msg` asks for, or the error response to send instead."""
+    """Open the subscription `msg` asks for, or the error response to send instead. Its one
+    log line (protocol/requestlog.py) is written when it opens (or is refused)."""
+    started = time.monotonic()
+    got = _open_listen(dispatcher, msg, principal, transport, deliver)
+    requestlog.write(
+        requestlog.outcome(got) if isinstance(got, dict) else "ok",
+        started,
+        transport=transport,
+        protocol=requestlog.version_of(msg.params),
+        principal=principal.name,
+        what=requestlog.Asked(LISTEN),
+    )
+    return got
+
+
+def _open_listen(
+    dispatcher: Dispatcher, msg: Request, principal: Principal, transport: str, deliver: Deliver
+) -> Subscription | dict[str, Any]:
     try:
         method = dispatcher.method(LISTEN)
         if not isinstance(method, ListenMethod) or method.listener is None:

@@ -27,8 +27,9 @@ Guarantees:
 - Bounded: at most `MAX_BODY_CHARS` of a note's text is indexed, and at most `MAX_TOTAL_CHARS`
   of body text in all (then further notes are indexed without their body, with a warning);
   a note over its workspace's read limit is indexed by its title and name only. A cold build
-  logs a progress line every `PROGRESS_SECONDS` and commits every `BATCH` notes, so a build that
-  is cancelled or times out keeps what it did.
+  logs a progress line at INFO every `PROGRESS_SECONDS`, tells its caller after each note (the
+  request's MCP progress notifications, tools/indexed.py), and commits every `BATCH` notes, so a
+  build that is cancelled or times out keeps what it did.
 - The file is created 0600 by us (never through a symlink), in the state folder (the replay
   database's), never in a workspace; temporary tables stay in memory (the confined server writes
   nowhere else). A file that is not an index of this version's shape is removed and built again.
@@ -260,12 +261,15 @@ class NoteIndex:
         self,
         listed: Iterable[tuple[str, str]],
         load: Callable[[str], Extract | None],
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> int:
         """Bring the index in line with `listed` ((id, identity key) of every servable note of
         the workspace); `load(id)` gives the note's Extract, or None for a note that cannot be
-        read now. Returns how many notes were (re)indexed. (Reading ahead in threads was tried:
-        with the GIL shared by the parsing thread, a 100,000-note build took 31 s instead of
-        20 with the files in the page cache, and gained 3 s of 36 without.)"""
+        read now; `on_progress(done, total)` is called after each note (re)indexed (the caller
+        rate-limits what it does with it). Returns how many notes were (re)indexed. (Reading
+        ahead in threads was tried: with the GIL shared by the parsing thread, a 100,000-note
+        build took 31 s instead of 20 with the files in the page cache, and gained 3 s of 36
+        without.)"""
         with self._lock:
             conn = self._connection()
             known = dict(conn.execute("SELECT id, key FROM doc"))
@@ -282,14 +286,16 @@ class NoteIndex:
                 for note_id, key in pending:
                     self._put(conn, note_id, key, load)
                     changed += 1
+                    if on_progress is not None:
+                        on_progress(changed, len(pending))
                     if changed % BATCH == 0:  # a cancelled build keeps what it did
                         conn.execute("COMMIT")
                         conn.execute("BEGIN")
                     now = time.monotonic()
                     if now - last >= PROGRESS_SECONDS:
                         last = now
-                        # at the default level: a long build must not look like a hang
-                        log.warning("%s: %d notes indexed so far", self._label, changed)
+                        total = len(pending)
+                        log.info("%s: %d of %d notes indexed", self._label, changed, total)
                 for gone in known.keys() - seen:
                     self._drop(conn, gone)
                 conn.execute("COMMIT")
@@ -299,7 +305,7 @@ class NoteIndex:
                 raise
         if last != started:
             took = time.monotonic() - started
-            log.warning("%s: %d notes indexed in %.1f s", self._label, changed, took)
+            log.info("%s: %d notes indexed in %.1f s", self._label, changed, took)
         return changed
 
     def update(

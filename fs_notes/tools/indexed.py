@@ -18,7 +18,9 @@ note over its workspace's read limit is indexed by its title only.
 Guarantees: what the index holds was listed by the filesystem layer as a servable note of this
 workspace (the index never widens what can be seen: callers still re-check each result with
 `recheck`, which stats the note through layer 2 and drops it from the index if it changed).
-Refreshes of one workspace are serialized. Does not: watch folders of roots that do not hand over
+Refreshes of one workspace are serialized. A request that waits on a build of the whole
+workspace and carries `_meta.progressToken` is sent `notifications/progress` (done and total
+notes) while it waits (protocol/progress.py). Does not: watch folders of roots that do not hand over
 fds (the escape exercises' knocked-out layers): those are walked on every query.
 """
 
@@ -31,6 +33,7 @@ from collections.abc import Iterator
 
 from ..fs import FsError, Identity, TooLarge
 from ..fs.watch import Changes
+from ..protocol import progress
 from ..search.index import Extract, LinkOut
 from .context import NotesEnv, Opened, ToolFailure, fs_message
 from .links import links_of
@@ -133,7 +136,7 @@ class Indexed:
             watch.reset()
             listing = env.notes(ws, on_folder=watch.add, on_skip=watch.suspect)
             listed = ((i, key_text(stat_key(st))) for i, st in listing)
-            self.index.refresh(listed, load)
+            self.index.refresh(listed, load, _progress if progress.wanted() else None)
             watch.walked()
         elif changes.names:
             entries = []
@@ -181,6 +184,12 @@ class Indexed:
             return None
         key = self.index.key_of(note_id)
         return note_id if key is not None and self.recheck(note_id, key) else None
+
+
+def _progress(done: int, total: int) -> None:
+    """The index build's progress, to the request waiting on it if it asked with a
+    progressToken (protocol/progress.py)."""
+    progress.report(done, total, f"indexing the workspace's notes: {done} of {total}")
 
 
 def _code(exc: sqlite3.Error) -> str:

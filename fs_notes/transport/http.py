@@ -15,6 +15,11 @@ The Host check (`HostCheck`) accepts the loopback names on the listening port an
 --allow-host value (`HOST:PORT`, or `HOST` on any port).
 `subscriptions/listen` is answered with an SSE stream that stays open (transport/sse.py); it
 does not count as a request in flight once its stream has begun (listens have their own bound).
+A request with a `_meta.progressToken` whose work reports progress (a first index build) is
+answered with an SSE stream: its `notifications/progress` events, then its response.
+Each request leaves one log line (protocol/requestlog.py): the dispatcher or the legacy session
+writes it, and every refusal here (405, 403, 401, 413, 429, an unreadable body) writes its own,
+with the status as outcome and nothing the client sent (never the token).
 """
 
 from __future__ import annotations
@@ -22,23 +27,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from ..legacy import ClientResponse, LegacyAdapter, read_message
 from ..legacy.http import HttpLegacy
 from ..legacy.sessions import SessionTable
 from ..limits import EXECUTING_PER_PRINCIPAL, Limits
+from ..protocol import requestlog
 from ..protocol.cancel import Token
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import EnvelopeError, Request, dumps, error_response, parse
 from ..protocol.errors import HTTP_STATUS, INVALID_REQUEST, ProtocolError
+from ..protocol.progress import token_of
 from ..protocol.subscriptions import LISTEN
 from .http_headers import check_request_headers
 from .sse import Streams, listen
@@ -93,37 +101,57 @@ def build_app(
     streams = Streams()  # open subscriptions/listen streams, ended when the server stops
 
     async def endpoint(request: HttpRequest) -> Response:
+        started = time.monotonic()
+
+        def edge(response: Response, principal: Principal | None = None) -> Response:
+            """A request refused before dispatch: its one log line (protocol/requestlog.py),
+            without anything the client sent (no token, no header, no body)."""
+            requestlog.write(
+                f"http-{response.status_code}",
+                started,
+                transport="http",
+                principal=principal.name if principal is not None else requestlog.NONE,
+                what=requestlog.Asked(request.method),
+            )
+            return response
+
         ending = request.method == "DELETE" and "mcp-session-id" in request.headers
         if request.method != "POST" and not ending:
-            return Response(status_code=405, headers={"Allow": "POST", "Connection": "close"})
+            return edge(
+                Response(status_code=405, headers={"Allow": "POST", "Connection": "close"})
+            )
         origin = request.headers.get("origin")
         if origin is not None and origin not in origins:
             log.warning("refused foreign Origin %r", origin[:200])
-            return _plain_error(403, INVALID_REQUEST, "Forbidden origin")
+            return edge(_plain_error(403, INVALID_REQUEST, "Forbidden origin"))
         if hosts is not None and not hosts.accepts(request.headers.get("host", "")):
-            return _plain_error(403, INVALID_REQUEST, "Forbidden host")
+            return edge(_plain_error(403, INVALID_REQUEST, "Forbidden host"))
         token = _bearer(request.headers.get("authorization"))
         principal = authenticate(token) if token is not None else None
         if principal is None:
             challenge = 'Bearer realm="fs-notes"'
             if token is not None:
                 challenge += ', error="invalid_token"'
-            return _plain_error(
-                401, INVALID_REQUEST, "Unauthorized", {"WWW-Authenticate": challenge}
+            return edge(
+                _plain_error(401, INVALID_REQUEST, "Unauthorized", {"WWW-Authenticate": challenge})
             )
         if ending:
-            return sessions.delete(request.headers, principal)
+            return edge(sessions.delete(request.headers, principal), principal)
         held = in_flight.get(principal.name, 0)
         if held >= per_principal:
-            return _plain_error(
-                429,
-                INVALID_REQUEST,
-                f"Too many requests in flight for this principal (limit {per_principal})",
-                {"Retry-After": "1"},
+            return edge(
+                _plain_error(
+                    429,
+                    INVALID_REQUEST,
+                    f"Too many requests in flight for this principal (limit {per_principal})",
+                    {"Retry-After": "1"},
+                ),
+                principal,
             )
         in_flight[principal.name] = held + 1
         try:
-            return await answer(request, principal)
+            response, logged = await answer(request, principal)
+            return response if logged else edge(response, principal)
         finally:
             left = in_flight[principal.name] - 1
             if left:
@@ -131,49 +159,142 @@ def build_app(
             else:
                 del in_flight[principal.name]
 
-    async def answer(request: HttpRequest, principal: Principal) -> Response:
+    async def answer(request: HttpRequest, principal: Principal) -> tuple[Response, bool]:
+        """The response, and whether its log line was written (False: `endpoint` writes it;
+        a notification, a client's answer and a legacy refusal write none of their own)."""
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > max_body):
-            return _plain_error(413, INVALID_REQUEST, "Request body too large")
+            return _plain_error(413, INVALID_REQUEST, "Request body too large"), False
         body = bytearray()
         try:
             async for chunk in request.stream():
                 body += chunk
                 if len(body) > max_body:
-                    return _plain_error(413, INVALID_REQUEST, "Request body too large")
+                    return _plain_error(413, INVALID_REQUEST, "Request body too large"), False
         except ClientDisconnect:  # the client went away mid-body: nobody to answer
-            return Response(status_code=400, headers={"Connection": "close"})
+            return Response(status_code=400, headers={"Connection": "close"}), False
         claimed = sessions.claims(request.headers)
+        started = time.monotonic()
         try:
             msg = read_message(bytes(body)) if claimed else parse(bytes(body))
         except EnvelopeError as exc:
-            return _json(400, error_response(exc.id, exc.error))
+            reply = error_response(exc.id, exc.error)
+            requestlog.write(
+                str(exc.error.code), started, transport="http", principal=principal.name
+            )
+            return _json(400, reply), True
         if isinstance(msg, ClientResponse) or sessions.takes(request.headers, msg):
-            return await sessions.post(request.headers, msg, principal)
+            reply_http = await sessions.post(request.headers, msg, principal)
+            # Its session logged a request it answered; a refusal before one is logged here.
+            # (Notifications and the client's answers are not requests: no line.)
+            refused = isinstance(msg, Request) and msg.method != "initialize"
+            return reply_http, not (refused and reply_http.status_code >= 400)
         if isinstance(msg, Request):
             try:
                 check_request_headers(request.headers, msg)
             except ProtocolError as err:
-                return _json(400, error_response(msg.id, err))
+                requestlog.write(
+                    str(err.code),
+                    started,
+                    transport="http",
+                    protocol=requestlog.version_of(msg.params),
+                    principal=principal.name,
+                    what=dispatcher.asked(msg.method, msg.params),
+                )
+                return _json(400, error_response(msg.id, err)), True
         if isinstance(msg, Request) and msg.method == LISTEN:
-            return await listen(dispatcher, msg, principal, streams)
+            return await listen(dispatcher, msg, principal, streams), True
         if isinstance(msg, Request):
             turn = executing.setdefault(principal.name, asyncio.Semaphore(EXECUTING_PER_PRINCIPAL))
+            if token_of(msg.params) is not None:
+                return await _with_progress(request, dispatcher, msg, principal, turn), True
             async with turn:  # a principal's share of the executor threads (limits.py)
                 response = await _unless_disconnected(request, dispatcher, msg, principal)
         else:
             response = await dispatcher.handle_async(msg, principal, "http")
-        if response is None:
-            return Response(status_code=202)
-        error = response.get("error")
-        status = HTTP_STATUS.get(error["code"], 500) if error else 200
-        return _json(status, response)
+        return _answered(response), True
 
     app = Starlette(
         routes=[Route("/mcp", endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH"])]
     )
     app.state.listen_streams = streams
     return app
+
+
+def _answered(response: dict[str, Any] | None) -> Response:
+    """A JSON-RPC answer as HTTP: 202 for none, else JSON with the status its code maps to."""
+    if response is None:
+        return Response(status_code=202)
+    error = response.get("error")
+    status = HTTP_STATUS.get(error["code"], 500) if error else 200
+    return _json(status, response)
+
+
+async def _with_progress(
+    request: HttpRequest,
+    dispatcher: Dispatcher,
+    msg: Request,
+    principal: Principal,
+    turn: asyncio.Semaphore,
+) -> Response:
+    """Answer a request that carries a progress token: as JSON if it is answered before any
+    progress is reported, else as an SSE stream (spec: transports, "the server MAY send
+    JSON-RPC notifications before sending the JSON-RPC response"): each
+    `notifications/progress`, then the response, then the stream ends. A client that
+    disconnects (before or during the stream) cancels the request."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[bool, dict[str, Any] | None]] = asyncio.Queue()
+    token = Token()
+
+    def notify(message: dict[str, Any]) -> None:  # from the thread answering the request
+        loop.call_soon_threadsafe(queue.put_nowait, (False, message))
+
+    async def work() -> None:
+        response: dict[str, Any] | None = None
+        try:
+            async with turn:  # a principal's share of the executor threads (limits.py)
+                response = await dispatcher.handle_async(
+                    msg, principal, "http", token, notify=notify
+                )
+        finally:
+            queue.put_nowait((True, response))
+
+    task = asyncio.ensure_future(work())
+    first = asyncio.ensure_future(queue.get())
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({first, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not first.done():
+        first.cancel()
+        token.cancel()  # the work stops at its next checkpoint; nobody is there to answer
+        return Response(status_code=202)
+    final, message = first.result()
+    if final:
+        return _answered(message)
+    assert message is not None
+
+    async def events() -> AsyncIterator[bytes]:
+        try:
+            yield _event(message)
+            while True:
+                done, more = await queue.get()
+                if more is not None:
+                    yield _event(more)
+                if done:
+                    return
+        finally:
+            if not task.done():
+                token.cancel()  # the stream was closed before the answer: cancelled
+
+    return StreamingResponse(
+        events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
+
+
+def _event(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + dumps(message) + b"\n\n"
 
 
 async def _unless_disconnected(

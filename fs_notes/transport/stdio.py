@@ -6,7 +6,12 @@ request waits for a second thread to wake up. At most MAX_THREADS requests are a
 Responses are written whole, one per line, under a lock. The protocol stream gets a private
 duplicate of fd 1 and fd 1 itself is pointed at stderr, so a stray print or a child process can
 never corrupt the stream. Ends cleanly on EOF, SIGTERM or SIGINT, after the requests in flight
-have been answered (bounded by a grace period).
+have been answered (bounded by a grace period). Started from a terminal (stdin is a tty), it says
+on stderr that it waits for an MCP client on stdin and how to stop it (`WAITING`).
+
+Each request leaves one log line (protocol/requestlog.py): the dispatcher writes it, a line
+refused before dispatch (not JSON, not JSON-RPC, too large) is written here. A request with a
+`_meta.progressToken` gets its `notifications/progress` lines before its answer.
 
 A client that opens with `initialize` (2025-11-25 and older) gets a legacy session for the life of
 the process (fs_notes/legacy/stdio.py), served on the event loop (its server-to-client requests
@@ -31,10 +36,12 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import BinaryIO
 
 from ..legacy import ClientResponse, LegacyAdapter, StdioLegacy
+from ..protocol import requestlog
 from ..protocol.cancel import InFlight, Token
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import (
@@ -56,6 +63,10 @@ MAX_LINE = 8 << 20  # bytes in one message
 GRACE_SECONDS = 10.0
 MAX_THREADS = 8  # requests answered at once
 CANCELLED = "notifications/cancelled"
+WAITING = (
+    "fs-notes: waiting for an MCP client on stdin (JSON-RPC, one message a line); this is a "
+    "server for an MCP client to start, not a shell. Ctrl-D or Ctrl-C stops it.\n"
+)
 
 
 def claim_stdout() -> BinaryIO:
@@ -106,8 +117,16 @@ async def serve(
         if response is not None:
             write(response)
 
+    def refused(error: dict[str, object]) -> None:
+        """A line refused before dispatch (unreadable, too large): answered, and its one log
+        line (protocol/requestlog.py)."""
+        write(error)
+        code = error.get("error")
+        outcome = str(code.get("code")) if isinstance(code, dict) else "?"
+        requestlog.write(outcome, time.monotonic(), transport="stdio", principal=principal.name)
+
     async def run_modern(msg: Request | Notification) -> None:
-        response = await dispatcher.handle_async(msg, principal, "stdio")
+        response = await dispatcher.handle_async(msg, principal, "stdio", notify=write)
         if response is not None:
             write(response)
 
@@ -120,7 +139,7 @@ async def serve(
         try:
             msg = link.read(raw)
         except EnvelopeError as exc:
-            write(error_response(exc.id, exc.error))
+            refused(error_response(exc.id, exc.error))
             return
         if isinstance(msg, ClientResponse) or link.takes(msg):
             track(asyncio.create_task(run_legacy(msg)))
@@ -133,7 +152,7 @@ async def serve(
     def answer(msg: Request | Notification, token: Token | None) -> None:
         # In the thread that read the line. A cancelled request is never answered.
         try:
-            response = dispatcher.handle(msg, principal, "stdio", token)
+            response = dispatcher.handle(msg, principal, "stdio", token, notify=write)
         finally:
             if token is not None and isinstance(msg, Request):
                 inflight.end(msg.id, token)
@@ -144,7 +163,7 @@ async def serve(
         """Runs in the leading thread, line by line in order; the work to do after it leads no
         more (None: done here)."""
         if raw == b"":
-            write(error_response(None, ProtocolError(INVALID_REQUEST, "Message too large")))
+            refused(error_response(None, ProtocolError(INVALID_REQUEST, "Message too large")))
             return None
         if not raw.strip():
             return None
@@ -152,7 +171,7 @@ async def serve(
             try:
                 msg = parse(raw)
             except EnvelopeError as exc:
-                write(error_response(exc.id, exc.error))
+                refused(error_response(exc.id, exc.error))
                 return None
             if isinstance(msg, Notification) and msg.method == CANCELLED:
                 # Read in order: a request before its cancellation is already registered.
@@ -173,6 +192,9 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, end)
     pool.start()
+    if os.isatty(0):  # a person, not an MCP client, started it: say what it waits for
+        sys.stderr.write(WAITING)
+        sys.stderr.flush()
     if on_ready:
         on_ready()
     try:
