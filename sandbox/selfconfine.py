@@ -487,9 +487,11 @@ def confine_server(
     each is moved onto its folder inside the view. `connect_ports` (the replay store's) stay
     reachable over TCP, on any address, and keep the host's network in the view;
     `connect_names` grants the name-service files (a store named by host name)."""
+    from fs_notes import clib
     from fs_notes.sandbox import seccomp
 
     seccomp.available()  # load libseccomp now: finding it runs ldconfig, which Landlock forbids
+    clib.prepare()  # and look up the C functions the server calls later (the folder watch's)
     plan = build_plan(
         policy,
         replay_db=replay_db,
