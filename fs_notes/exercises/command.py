@@ -14,7 +14,7 @@ from typing import Any
 
 from .client import TargetFailed
 from .race import FULL_ATTEMPTS, SHORT_ATTEMPTS, RaceOptions, run_race
-from .report import judge, passed, race_text, to_json, to_text
+from .report import difference_lines, judge, passed, race_text, to_json, to_text
 from .runner import COLUMNS, Matrix, Options, run_matrix
 
 
@@ -65,11 +65,19 @@ def summary(short: bool = True) -> tuple[bool, str]:
         f"{matrix.seconds:.1f} s. All layers: {verdict.escapes_with_all_layers} escapes "
         f"(first refused by {counts}). One layer knocked out, escapes: {'; '.join(knocked)}. "
         + (
-            "Matrix as documented."
+            "Matrix as documented"
+            + (
+                f" (for this host: {len(verdict.host_conditions)} cells as its conditions "
+                "state; fs-notes exercises lists them)."
+                if verdict.host_conditions
+                else "."
+            )
             if verdict.matches
-            else f"Matrix DIFFERENT from the documented one in {len(verdict.differences)} cells."
+            else f"Matrix DIFFERENT from the documented one in {len(verdict.differences)} cells:"
         )
     )
+    if not verdict.matches:
+        text += "".join(f"\n  {line}" for line in difference_lines(verdict))
     return passed(verdict, None), text
 
 
