@@ -553,11 +553,13 @@ def _enter_view(plan: Plan, roots: Mapping[str, RootHandle]) -> View:
             "other processes are listed there"
         )
     if not seen.enforced:
-        log.warning(
-            "the server has no private view of the filesystem (%s): a compromised server could "
-            "learn which paths exist outside its workspaces, though not open or change them",
-            seen.reason,
-        )
+        if not view.regular_user_without_view(seen.reason):  # a regular user's: startup.py says
+            log.warning(
+                "the server has no private view of the filesystem (%s): a compromised server "
+                "could learn which paths exist outside its workspaces, though not open or change "
+                "them",
+                seen.reason,
+            )
         return seen
     for path, root in roots.items():
         try:
