@@ -358,4 +358,4 @@ def test_every_differing_cell_is_named_in_the_text_the_json_and_the_demo_summary
     assert {"attacks", "escapes_with_all_layers"} <= set(out)
     monkeypatch.setattr(command, "run_matrix", lambda options: matrix)
     ok, text = command.summary()
-    assert not ok and text.endswith(f"in 1 cells:\n  {line}")
+    assert not ok and text.endswith(f"in 1 cell:\n  {line}")

@@ -47,6 +47,10 @@ def exercises(args: argparse.Namespace) -> int:
     return 0 if passed(verdict, race) else 1
 
 
+def _cells(n: int) -> str:
+    return f"{n} cell" if n == 1 else f"{n} cells"
+
+
 def summary(short: bool = True) -> tuple[bool, str]:
     """One paragraph for the demo: whether the matrix passed, and what it showed."""
     matrix = run_matrix(Options(short=short))
@@ -67,13 +71,13 @@ def summary(short: bool = True) -> tuple[bool, str]:
         + (
             "Matrix as documented"
             + (
-                f" (for this host: {len(verdict.host_conditions)} cells as its conditions "
+                f" (for this host: {_cells(len(verdict.host_conditions))} as its conditions "
                 "state; fs-notes exercises lists them)."
                 if verdict.host_conditions
                 else "."
             )
             if verdict.matches
-            else f"Matrix DIFFERENT from the documented one in {len(verdict.differences)} cells:"
+            else f"Matrix DIFFERENT from the documented one in {_cells(len(verdict.differences))}:"
         )
     )
     if not verdict.matches:

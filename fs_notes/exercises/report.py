@@ -157,10 +157,13 @@ def to_text(matrix: Matrix, verdict: Verdict, race: dict[str, Any] | None) -> st
                 lines.append(f"  n/a {attack.name} [{column}]: {got.why}")
     for cell in verdict.not_run_here:
         lines.append(f"not run on this host: {cell['attack']} [{cell['configuration']}]")
-    for cell in verdict.host_conditions:
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for cell in verdict.host_conditions:  # one line per attack and condition
+        key = (cell["attack"], cell["expected"], cell["condition"])
+        grouped.setdefault(key, []).append(cell["configuration"])
+    for (name, expected, condition), columns in grouped.items():
         lines.append(
-            f"expected on this host: {cell['attack']} [{cell['configuration']}] "
-            f"{cell['expected']}: {cell['condition']}"
+            f"expected on this host: {name} [{', '.join(columns)}] {expected}: {condition}"
         )
     if verdict.differences:
         lines.append(f"DIFFERENT from the documented matrix ({len(verdict.differences)}):")
