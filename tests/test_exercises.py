@@ -61,9 +61,14 @@ def _by_name(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_nothing_escapes_with_every_layer_on(run: tuple[int, dict[str, Any]]) -> None:
     _, data = run
     assert data["escapes_with_all_layers"] == 0
+    by_host = {c["attack"]: c["expected"] for c in data["host_conditions"]
+               if c["configuration"] == "all"}  # fmt: skip
     for attack in data["attacks"]:
         if attack["name"] in NOTHING_TO_REFUSE:  # e.g. served literally: nothing out
             assert attack["results"]["all"] == "n/a", attack
+            continue
+        if attack["name"] in by_host:  # not run here, as the matrix's host condition states
+            assert attack["results"]["all"] == by_host[attack["name"]] == "n/a", attack
             continue
         assert attack["results"]["all"].startswith("blocked:"), attack
 
