@@ -102,7 +102,7 @@ def _exercises_summary() -> bool:
     return _show(
         "escape exercises",
         ok,
-        "0 escapes with all layers, matrix as documented" if ok else "see above",
+        "0 escapes with all layers, matrix as documented for this host" if ok else "see above",
     )
 
 
