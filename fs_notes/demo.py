@@ -94,12 +94,16 @@ def _exercises_summary() -> bool:
     print("\nescape exercises (fs-notes exercises --short; the full matrix: fs-notes exercises):")
     ok, text = summary(short=True)
     indent = " " * 8
-    print(textwrap.fill(text, 96, initial_indent=indent, subsequent_indent=indent,
+    paragraph, *differences = text.split("\n")  # each differing cell on its own line
+    print(textwrap.fill(paragraph, 96, initial_indent=indent, subsequent_indent=indent,
                         break_on_hyphens=False))  # fmt: skip
+    for line in differences:
+        print(textwrap.fill(line.strip(), 96, initial_indent=indent + "- ",
+                            subsequent_indent=indent + "  ", break_on_hyphens=False))  # fmt: skip
     return _show(
         "escape exercises",
         ok,
-        "0 escapes with all layers, matrix as documented" if ok else "see above",
+        "0 escapes with all layers, matrix as documented for this host" if ok else "see above",
     )
 
 

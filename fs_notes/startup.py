@@ -5,14 +5,17 @@ fs-notes on their folder sees at once where its state is and what protects it: t
 (path, URI, resolver, symlink policy, required sandbox), the principals (how each is recognised,
 what it may do where), each OS mechanism of the server's own confinement, the replay database,
 the audit log, the state key (by key id, never the key) and the listening address (logged by
-the transport once it listens). What is weaker than it should be is logged at WARNING where it
-is decided (self-confinement off or impossible, no OS layer for the workers, a non-loopback
-address); this module only reports.
+the transport once it listens). A server started by a regular user is the normal case: for it,
+two INFO lines say in plain words what holds for this user and what does not (no private view
+without root). What is weaker than this user could have is logged at WARNING where it is decided
+(self-confinement off or impossible, no Landlock, no OS layer for the workers, a non-loopback
+address, a root server without its view); this module only reports.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -72,7 +75,29 @@ def _confinement(done: SelfConfinement | None) -> list[str]:
         lines.append(f"self-confinement: filesystem view {state}")
     if done.effective_caps is not None:
         lines.append(f"self-confinement: effective capabilities {done.effective_caps:#x}")
+    if done.view is not None and not done.view.get("enforced"):
+        from .sandbox.view import regular_user_without_view
+
+        if regular_user_without_view(done.view.get("reason")):
+            lines.extend(_for_a_regular_user(done.abi or 0))
     return lines
+
+
+def _for_a_regular_user(abi: int) -> list[str]:
+    """What holds for a server a regular user started (Landlock on, no private view), and what
+    does not, in plain words (docs/self-confinement.md, "As a regular user")."""
+    who = f"started by a regular user (uid {os.geteuid()})"
+    reach = "read, change, trace or signal" if abi >= 6 else "read, change or trace"
+    return [
+        f"{who}: what holds: Landlock confines the server to its workspaces (nothing outside "
+        "them can be opened, listed, created, changed or run; the Python installation is "
+        "read-only), the system-call filter refuses mode, owner, time, attribute, link, mount "
+        "and ptrace calls, and writes and deletions run in workers holding only the rights "
+        "they need",
+        f"{who}: what does not (it needs root): a private view, so a compromised server could "
+        "tell whether a path outside its workspaces exists, and list the host's processes, "
+        f"though never {reach} them",
+    ]
 
 
 def log_summary(

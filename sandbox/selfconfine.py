@@ -487,9 +487,11 @@ def confine_server(
     each is moved onto its folder inside the view. `connect_ports` (the replay store's) stay
     reachable over TCP, on any address, and keep the host's network in the view;
     `connect_names` grants the name-service files (a store named by host name)."""
+    from fs_notes import clib
     from fs_notes.sandbox import seccomp
 
     seccomp.available()  # load libseccomp now: finding it runs ldconfig, which Landlock forbids
+    clib.prepare()  # and look up the C functions the server calls later (the folder watch's)
     plan = build_plan(
         policy,
         replay_db=replay_db,
@@ -551,11 +553,13 @@ def _enter_view(plan: Plan, roots: Mapping[str, RootHandle]) -> View:
             "other processes are listed there"
         )
     if not seen.enforced:
-        log.warning(
-            "the server has no private view of the filesystem (%s): a compromised server could "
-            "learn which paths exist outside its workspaces, though not open or change them",
-            seen.reason,
-        )
+        if not view.regular_user_without_view(seen.reason):  # a regular user's: startup.py says
+            log.warning(
+                "the server has no private view of the filesystem (%s): a compromised server "
+                "could learn which paths exist outside its workspaces, though not open or change "
+                "them",
+                seen.reason,
+            )
         return seen
     for path, root in roots.items():
         try:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NoReturn, Self
 
 import fs_notes.fs.errors as fs_errors
+from fs_notes.clib import mapped_libraries
 from fs_notes.fs.identity import Identity
 from fs_notes.sandbox import landlock_abi as ll
 from fs_notes.sandbox import seccomp
@@ -81,18 +82,9 @@ _SONAMES = {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}
 
 
 def _mapped_libraries() -> dict[str, str]:
-    """Where libc and libseccomp are: the folder this process has them mapped from, and their
-    soname (a package update replaces the file behind the mapping; the soname link stays)."""
+    """Where libc and libseccomp are (fs_notes/clib.py: the one home of library look-ups)."""
     seccomp.available()
-    found: dict[str, str] = {}
-    with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8") as maps:
-        for line in maps:
-            path = line.split(maxsplit=5)[-1].strip() if line.count(" ") >= 5 else ""
-            name = os.path.basename(path)
-            for lib, soname in _SONAMES.items():
-                if name.startswith(soname.split(".so")[0] + ".so") and lib not in found:
-                    found[lib] = os.path.join(os.path.dirname(path), soname)
-    return found
+    return mapped_libraries(_SONAMES)
 
 
 @functools.cache

@@ -153,6 +153,11 @@ def _beneath(path: str, roots: Iterable[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
+#: Why a server has no view when a regular user starts it: the normal case for a person's own
+#: server, not a fault (a mount namespace needs CAP_SYS_ADMIN, which only root has).
+NEEDS_ROOT = "needs CAP_SYS_ADMIN at start-up, which only a server started as root has"
+
+
 def unavailable_reason() -> str | None:
     """Why this process cannot build a view (None: it can)."""
     from fs_notes.sandbox.process import capabilities
@@ -160,8 +165,15 @@ def unavailable_reason() -> str | None:
     if platform.machine() not in _PIVOT_ROOT:
         return f"pivot_root's number is not known for {platform.machine()}"
     if not capabilities()[0] & (1 << CAP_SYS_ADMIN):
-        return "needs CAP_SYS_ADMIN at start-up (run as root, e.g. the systemd unit)"
+        return NEEDS_ROOT
     return None
+
+
+def regular_user_without_view(reason: str | None) -> bool:
+    """Whether `reason` (a View's) is only that a regular user started the server: nothing a
+    different set-up by this user could give it (root without CAP_SYS_ADMIN is weaker than it
+    should be, and so is an unknown architecture)."""
+    return reason == NEEDS_ROOT and os.geteuid() != 0
 
 
 # -- the plan: what to create, in order --------------------------------------------------------

@@ -1,8 +1,11 @@
 """`fs-notes exercises --json --short`: the whole catalogue against the real server, every layer
 on and each knocked out in turn, must match the documented matrix with zero escapes.
 
-One run (about 5 s) feeds every test here. If this host cannot run an attack (no root for the
-mount or the device node), the cell is reported apart; under CI=true that is a failure.
+One run (about 5 s) feeds every test here. A cell that depends on the host is expected as the
+matrix's host condition states (expected.HOST_CONDITIONS: a regular user makes no bind mount and
+gets no private view, a big interpreter, Yama); if this host cannot run an attack for any other
+reason (a root without CAP_SYS_ADMIN), the cell is reported apart; under CI=true that is a
+failure.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ from wire import REPO, child_env
 
 from fs_notes.exercises.catalogue import ATTACKS
 from fs_notes.exercises.classes import CLASSES
-from fs_notes.exercises.expected import COLUMNS, EXPECTED, NOTHING_TO_REFUSE, expected_results
+from fs_notes.exercises.expected import (
+    COLUMNS,
+    EXPECTED,
+    HOST_CONDITIONS,
+    NOTHING_TO_REFUSE,
+    expected_results,
+)
 
 RESULT = re.compile(r"blocked:(policy|lexical|render|filesystem|os)|escaped|n/a")
 
@@ -52,9 +61,14 @@ def _by_name(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_nothing_escapes_with_every_layer_on(run: tuple[int, dict[str, Any]]) -> None:
     _, data = run
     assert data["escapes_with_all_layers"] == 0
+    by_host = {c["attack"]: c["expected"] for c in data["host_conditions"]
+               if c["configuration"] == "all"}  # fmt: skip
     for attack in data["attacks"]:
         if attack["name"] in NOTHING_TO_REFUSE:  # e.g. served literally: nothing out
             assert attack["results"]["all"] == "n/a", attack
+            continue
+        if attack["name"] in by_host:  # not run here, as the matrix's host condition states
+            assert attack["results"]["all"] == by_host[attack["name"]] == "n/a", attack
             continue
         assert attack["results"]["all"].startswith("blocked:"), attack
 
@@ -125,7 +139,7 @@ def test_the_naive_root_does_escape_so_the_checks_can_see_an_escape(
     attacks = _by_name(data)
     escaped = [a for a in data["attacks"] if a["results"]["no-filesystem"] == "escaped"]
     assert escaped, "no attack escaped without layer 2: the harm checks would be untested"
-    if not data["not_run_here"]:
+    if attacks["mount-point-delete"]["results"]["no-filesystem"] != "n/a":
         detail = attacks["mount-point-delete"]["detail"]["no-filesystem"]
         assert "outside/victim.md deleted or changed" in detail
     assert "secret marker" in attacks["hardlink"]["detail"]["no-filesystem"]
@@ -153,6 +167,43 @@ def _documented_matrix() -> dict[str, tuple[str, ...]]:
 
 def test_docs_design_md_shows_exactly_the_expected_matrix() -> None:
     assert _documented_matrix() == EXPECTED
+
+
+def _documented_conditions() -> dict[str, tuple[str, ...]]:
+    text = (Path(REPO) / "docs" / "design.md").read_text(encoding="utf-8")
+    rows: dict[str, tuple[str, ...]] = {}
+    for line in text.splitlines():
+        cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0] in {c.name for c in HOST_CONDITIONS}:
+            rows[cells[0]] = tuple(cells[1:])
+    return rows
+
+
+def test_docs_design_md_states_exactly_the_host_conditions_of_the_matrix() -> None:
+    """Issue 25: the cells that depend on the host are documented with their condition."""
+    documented = _documented_conditions()
+    assert set(documented) == {c.name for c in HOST_CONDITIONS}
+    for condition in HOST_CONDITIONS:
+        attacks, columns, code, when = documented[condition.name]
+        assert set(attacks.split(", ")) == condition.attacks
+        want = "all four" if condition.columns == COLUMNS else ", ".join(condition.columns)
+        assert columns == want and when == condition.when
+        assert code == condition.code
+
+
+def test_every_cell_a_host_condition_decided_is_listed_with_its_reason(
+    run: tuple[int, dict[str, Any]],
+) -> None:
+    """Issue 25: on this host, the cells a condition decided carry the reason; none of them is
+    a difference; the facts it was decided from are in the output."""
+    _, data = run
+    assert set(data["host"]) >= {"root", "interpreter_bytes", "read_limit", "ptrace_scope"}
+    assert data["host"]["root"] is (os.geteuid() == 0)
+    for cell in data["host_conditions"]:
+        assert cell["condition"].split(":")[0] in {c.name for c in HOST_CONDITIONS}, cell
+    big = data["host"]["interpreter_bytes"] > data["host"]["read_limit"]
+    listed = {(c["attack"], c["configuration"]) for c in data["host_conditions"]}
+    assert (("magic-link-self-exe", "no-filesystem") in listed) is big
 
 
 def test_the_expected_matrix_covers_the_catalogue_and_blocks_everything_with_all_layers() -> None:

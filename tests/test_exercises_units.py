@@ -5,17 +5,26 @@ These are the rules the matrix run relies on; each test names the rule it pins d
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from fs_notes.exercises import layout
+from fs_notes.exercises import command, layout
 from fs_notes.exercises.catalogue import ATTACKS
 from fs_notes.exercises.classes import CLASSES
+from fs_notes.exercises.expected import (
+    EXPECTED,
+    HOST_CONDITIONS,
+    expected_on,
+    expected_results,
+)
+from fs_notes.exercises.host import DOCUMENTED, HostFacts, measure
 from fs_notes.exercises.naive import NaiveRoot, naive_uri_parts
-from fs_notes.exercises.report import judge
+from fs_notes.exercises.report import difference_lines, judge, to_json, to_text
 from fs_notes.exercises.runner import COLUMNS, Matrix, Outcome, _Run, _verdict
 from fs_notes.exercises.steps import fill
 from fs_notes.exercises.swap import exchange
@@ -226,3 +235,127 @@ def test_fill_replaces_placeholders_in_nested_strings_only() -> None:
         "list": ["/r"],
         "n": 3,
     }
+
+
+# -- cells that depend on the host (issue 25) ---------------------------------------------------
+
+
+def _facts(**changes: object) -> HostFacts:
+    return dataclasses.replace(DOCUMENTED, **changes)  # type: ignore[arg-type]
+
+
+HOST_ATTACKS = frozenset().union(*(c.attacks for c in HOST_CONDITIONS))
+REGULAR_USER = {"root": False, "mount": "no private bind mount here", "view": "needs CAP_SYS_ADMIN"}
+
+
+def test_an_interpreter_over_the_read_limit_expects_n_a_in_that_one_cell_only() -> None:
+    """Debian's python3.11 is 6.5 MiB, the read limit 4 MiB: the naive root refuses it whole."""
+    big = expected_on("magic-link-self-exe", _facts(interpreter_bytes=6_831_736))
+    assert big["no-filesystem"][0] == "n/a"
+    assert "read limit" in (big["no-filesystem"][1] or "")
+    others = {big[c][0] for c in ("all", "no-lexical", "no-os")}
+    assert others == {"blocked:filesystem"}
+    small = expected_on("magic-link-self-exe", _facts(interpreter_bytes=4 << 20))
+    assert small["no-filesystem"] == ("escaped", None)  # at the limit: served, so it escapes
+
+
+def test_the_interpreter_measured_is_the_file_the_target_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fixture fakes a large interpreter (a 5 MiB file as sys.executable); no switch."""
+    fake = tmp_path / "python3.11"
+    fake.write_bytes(b"\0" * (5 << 20))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))
+    (tmp_path / "python3").symlink_to("python3.11")
+    facts = measure(mount="", view="", atime="")
+    assert facts.interpreter == str(fake) and facts.interpreter_bytes == 5 << 20
+    assert expected_on("magic-link-self-exe", facts)["no-filesystem"][0] == "n/a"
+    assert facts.root is (os.geteuid() == 0)
+
+
+def test_a_regular_user_expects_the_mount_and_view_rows_not_run_and_root_does_not() -> None:
+    user = _facts(**REGULAR_USER)
+    for name in ("mount-point-read", "move-across-mount", "device-note", "compromised-server-stat"):
+        row = expected_on(name, user)
+        assert {r for r, _ in row.values()} == {"n/a"}, name
+        assert all(why for _, why in row.values()), name
+    # Root that cannot bind or build a view: no condition (not run here, a difference under CI).
+    root = _facts(mount="no private bind mount here", view="needs CAP_SYS_ADMIN")
+    assert expected_on("mount-point-read", root)["no-filesystem"] == ("escaped", None)
+    assert expected_on("device-note", root)["all"] == ("blocked:filesystem", None)
+    # Nothing of fs-notes' own layers changes for a regular user.
+    for name in EXPECTED:
+        if name in HOST_ATTACKS:
+            continue
+        assert {c: r for c, (r, _) in expected_on(name, user).items()} == expected_results(name)
+
+
+def test_yama_makes_the_kernel_refuse_ptrace_without_the_os_layer() -> None:
+    assert (
+        expected_on("compromised-server-ptrace", _facts(ptrace_scope=1, root=False))["no-os"][0]
+        == "blocked:os"
+    )
+    assert expected_on("compromised-server-ptrace", _facts(ptrace_scope=1))["no-os"] == (
+        "escaped",
+        None,
+    )  # fmt: skip  (root has CAP_SYS_PTRACE)
+    assert expected_on("compromised-write-ptrace", _facts(ptrace_scope=3))["no-os"][0] == (
+        "blocked:os"
+    )
+    assert expected_on("compromised-write-ptrace", _facts(ptrace_scope=0, root=False))["no-os"] == (
+        "escaped",
+        None,
+    )
+
+
+def test_the_condition_rows_are_the_catalogues_own_host_limited_attacks() -> None:
+    by_name = {c.name: c.attacks for c in HOST_CONDITIONS}
+    assert by_name["no-bind-mount"] == {a.name for a in ATTACKS if a.needs_mount}
+    assert by_name["no-private-view"] == {a.name for a in ATTACKS if a.needs_view}
+
+
+def _host_matrix(facts: HostFacts, cell: Outcome) -> Matrix:
+    matrix = _matrix(Outcome("blocked:lexical"))
+    matrix.results["magic-link-self-exe"]["no-filesystem"] = cell
+    matrix.host = facts
+    return matrix
+
+
+def test_a_cell_a_host_condition_states_is_no_difference_even_under_ci(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    big = _facts(interpreter_bytes=7 << 20)
+    verdict = judge(_host_matrix(big, Outcome("n/a", why="exe.md is 6.5 MiB, above")))
+    assert verdict.differences == [] and verdict.matches
+    assert [(c["attack"], c["configuration"]) for c in verdict.host_conditions] == [
+        ("magic-link-self-exe", "no-filesystem")
+    ]
+    # The same cell on the documented host is a difference, named.
+    verdict = judge(_host_matrix(DOCUMENTED, Outcome("n/a", why="exe.md is 6.5 MiB, above")))
+    assert verdict.differences == [
+        {
+            "attack": "magic-link-self-exe",
+            "configuration": "no-filesystem",
+            "expected": "escaped",
+            "actual": "n/a",
+            "detail": "exe.md is 6.5 MiB, above",
+        }
+    ]
+
+
+def test_every_differing_cell_is_named_in_the_text_the_json_and_the_demo_summary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    matrix = _matrix(Outcome("escaped", detail="outside/secret.md read"))
+    verdict = judge(matrix)
+    line = "dotdot-id [no-os]: expected blocked:lexical, got escaped (outside/secret.md read)"
+    assert difference_lines(verdict) == [line]
+    assert f"  {line}" in to_text(matrix, verdict, None).splitlines()
+    out = to_json(matrix, verdict, None)
+    assert out["differences"][0]["attack"] == "dotdot-id" and out["passed"] is False
+    assert {"attacks", "escapes_with_all_layers"} <= set(out)
+    monkeypatch.setattr(command, "run_matrix", lambda options: matrix)
+    ok, text = command.summary()
+    assert not ok and text.endswith(f"in 1 cell:\n  {line}")

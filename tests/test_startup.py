@@ -4,11 +4,16 @@ warnings only for what is weaker than it should be; never a secret."""
 from __future__ import annotations
 
 import base64
+import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+from layers import requirement
+from regular_user import home_for_nobody, interpreters, reachable, regular_user
 from wire import REPO, HttpServer, child_env, write_secret
 
 KEY = base64.b64encode(bytes(range(32))).decode()
@@ -48,11 +53,16 @@ def test_the_summary_names_workspace_principal_guards_and_where_the_state_is(
     assert len(user) == 1 and user[0].endswith(" (stdio): notes: delete, read, write")
     assert any(m.startswith("the server confined itself: Landlock ABI ") for m in info)
     assert any(m.startswith("self-confinement: seccomp profile server, ") for m in info)
-    assert "self-confinement: filesystem view private" in info
+    if os.geteuid() == 0:
+        assert "self-confinement: filesystem view private" in info
+    else:  # a regular user's start: no view, said at INFO (the test below)
+        assert any(m.startswith("started by a regular user") for m in info)
     assert f"replay database: {replay}" in info
     assert f"audit log: {audit}" in info
     assert f"state key: kops1, file {keys}" in info
     assert _messages(result.stderr, "WARNING") == []  # nothing here is weaker than it should be
+    if os.geteuid() == 0:
+        assert not [m for m in info if m.startswith("started by a regular user")]
     assert KEY not in result.stderr
 
 
@@ -124,3 +134,50 @@ def test_a_name_planted_at_the_port_files_temporary_name_is_not_followed(tmp_pat
     assert (folder / "port.tmp").is_symlink()  # and the planted name was left alone
     leftovers = [p.name for p in folder.iterdir() if p.name not in ("port", "port.tmp")]
     assert leftovers == []
+
+
+def test_a_regular_users_start_says_what_holds_and_what_does_not_at_info(tmp_path: Path) -> None:
+    """Issue 25: unprivileged is the normal case. A regular user's self-confined start logs, at
+    INFO, what holds for this user (Landlock, the filter, the workers) and what does not (no
+    private view), with no warning and no advice to run as root."""
+    verdict, why = requirement("landlock")
+    if verdict != "run":
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    pythons, folder = interpreters()
+    home = home_for_nobody()
+    try:
+        python = next((p for p in pythons.values() if p is not None and reachable(p, home)), None)
+        assert python is not None, "no Python a regular user can run here"
+        notes = home / "notes"
+        notes.mkdir()
+        if os.geteuid() == 0:
+            os.chown(notes, 65534, 65534)
+        result = subprocess.run(
+            regular_user([str(python), "-m", "fs_notes", "serve", str(notes)], home),
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+            env={**child_env(), "XDG_STATE_HOME": str(home / "state")},
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+    assert result.returncode == 0, result.stderr
+    uid = 65534 if os.geteuid() == 0 else os.geteuid()
+    info = _messages(result.stderr, "INFO")
+    who = f"started by a regular user (uid {uid})"
+    assert (
+        f"{who}: what holds: Landlock confines the server to its workspaces (nothing outside "
+        "them can be opened, listed, created, changed or run; the Python installation is "
+        "read-only), the system-call filter refuses mode, owner, time, attribute, link, mount "
+        "and ptrace calls, and writes and deletions run in workers holding only the rights "
+        "they need"
+    ) in info
+    does_not = [m for m in info if m.startswith(f"{who}: what does not (it needs root): ")]
+    assert len(does_not) == 1 and "tell whether a path outside its workspaces exists" in does_not[0]
+    assert (
+        "self-confinement: filesystem view not private (needs CAP_SYS_ADMIN at start-up, which "
+        "only a server started as root has)"
+    ) in info
+    assert _messages(result.stderr, "WARNING") == []
+    assert "run as root" not in result.stderr

@@ -523,7 +523,8 @@ ATTACKS += (
 _WHERE = {"server": "the server", "delete": "a delete worker", "write": "a write worker"}
 _DOES = {
     "chmod": "makes outside/secret.md setuid and world-writable",
-    "chown": "gives outside/secret.md to nobody",
+    "chown": "gives outside/secret.md to nobody (a regular user: to itself, the one chown the "
+    "kernel allows it)",
     "utime": "resets outside/secret.md's times",
     "setxattr": "sets an extended attribute on outside/secret.md",
     "link": "hard-links outside/secret.md as outside/planted",

@@ -14,7 +14,7 @@ from typing import Any
 
 from .client import TargetFailed
 from .race import FULL_ATTEMPTS, SHORT_ATTEMPTS, RaceOptions, run_race
-from .report import judge, passed, race_text, to_json, to_text
+from .report import difference_lines, judge, passed, race_text, to_json, to_text
 from .runner import COLUMNS, Matrix, Options, run_matrix
 
 
@@ -47,6 +47,10 @@ def exercises(args: argparse.Namespace) -> int:
     return 0 if passed(verdict, race) else 1
 
 
+def _cells(n: int) -> str:
+    return f"{n} cell" if n == 1 else f"{n} cells"
+
+
 def summary(short: bool = True) -> tuple[bool, str]:
     """One paragraph for the demo: whether the matrix passed, and what it showed."""
     matrix = run_matrix(Options(short=short))
@@ -65,11 +69,19 @@ def summary(short: bool = True) -> tuple[bool, str]:
         f"{matrix.seconds:.1f} s. All layers: {verdict.escapes_with_all_layers} escapes "
         f"(first refused by {counts}). One layer knocked out, escapes: {'; '.join(knocked)}. "
         + (
-            "Matrix as documented."
+            "Matrix as documented"
+            + (
+                f" (for this host: {_cells(len(verdict.host_conditions))} as its conditions "
+                "state; fs-notes exercises lists them)."
+                if verdict.host_conditions
+                else "."
+            )
             if verdict.matches
-            else f"Matrix DIFFERENT from the documented one in {len(verdict.differences)} cells."
+            else f"Matrix DIFFERENT from the documented one in {_cells(len(verdict.differences))}:"
         )
     )
+    if not verdict.matches:
+        text += "".join(f"\n  {line}" for line in difference_lines(verdict))
     return passed(verdict, None), text
 
 

@@ -81,13 +81,22 @@ def _rename(source: str, target: str) -> None:
     renameat2(-100, source, -100, target, RENAME_NOREPLACE)  # AT_FDCWD: the paths as they are
 
 
+def _chown_to() -> tuple[int, int]:
+    """Who chown gives the file to: nobody, as root; else this process's own uid and gid, the
+    one chown the kernel lets a regular user make (it still changes the file's ctime, which the
+    runner sees), so that the system-call filter, not the kernel, is what must refuse it."""
+    if os.geteuid() == 0:
+        return 65534, 65534
+    return os.geteuid(), os.getegid()
+
+
 def _call(op: str, target: str, planted: str, victim: int) -> Callable[[], object]:
     root = os.path.dirname(os.path.dirname(target))  # target is <root>/outside/secret.md
     return {
         "rename-out": lambda: _rename(os.path.join(root, "ws", "note.md"), planted),
         "rename-in": lambda: _rename(target, os.path.join(root, "ws", "stolen.md")),
         "chmod": lambda: os.chmod(target, 0o4777),  # noqa: S103 (the attack itself)
-        "chown": lambda: os.chown(target, 65534, 65534),
+        "chown": lambda: os.chown(target, *_chown_to()),
         "utime": lambda: os.utime(target, (0, 0)),
         "setxattr": lambda: os.setxattr(target, "user.pwned", b"1"),
         "link": lambda: os.link(target, planted),

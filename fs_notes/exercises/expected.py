@@ -2,7 +2,10 @@
 
 This is the matrix docs/design.md shows (a test keeps the two equal), on a host like CI's: root,
 Landlock enforced (or chroot), openat2. `fs-notes exercises` exits 1 on any difference, and on
-any escape with every layer on. Codes: a layer name is "blocked:<layer>", ESCAPED is "escaped",
+any escape with every layer on. Cells that depend on the host, not on fs-notes, are expected per
+host: `HOST_CONDITIONS` (also in docs/design.md) states, for each, what the cell is under which
+condition, decided from what the run measured (host.py); `expected_on(name, facts)` is the row
+for a host. Codes: a layer name is "blocked:<layer>", ESCAPED is "escaped",
 n/a is "n/a" (nothing there for a layer to refuse; the run says why).
 
 Read a row as: which layer refused first with everything on ("all"), and whether the others
@@ -11,7 +14,11 @@ still held when one layer was knocked out. A row with ESCAPED is an attack only 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from .cases import CASES
+from .host import DOCUMENTED, HostFacts
 
 COLUMNS = ("all", "no-lexical", "no-filesystem", "no-os")
 
@@ -157,4 +164,116 @@ def result_code(code: str) -> str:
 
 
 def expected_results(name: str) -> dict[str, str]:
+    """The documented row (the table's host: DOCUMENTED)."""
     return dict(zip(COLUMNS, (result_code(c) for c in EXPECTED[name]), strict=True))
+
+
+@dataclass(frozen=True)
+class HostCondition:
+    """On a host where `holds(facts)` gives a reason, the cells of `attacks` in `columns` are
+    expected to be `code` (a table code), for that reason."""
+
+    name: str
+    attacks: frozenset[str]
+    columns: tuple[str, ...]
+    code: str
+    when: str  # the condition in words (docs/design.md's table)
+    holds: Callable[[HostFacts], str | None]
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def _big_interpreter(f: HostFacts) -> str | None:
+    if f.interpreter_bytes <= f.read_limit:
+        return None
+    return (
+        f"the interpreter ({f.interpreter}, {_mib(f.interpreter_bytes)}) is over this "
+        f"workspace's read limit ({_mib(f.read_limit)}): the naive root refuses to read it whole, "
+        "so nothing is served (a smaller interpreter is served: ESCAPED)"
+    )
+
+
+def _no_bind_mount(f: HostFacts) -> str | None:
+    if f.root or not f.mount:
+        return None
+    return (
+        "not run: a regular user cannot make the bind mount this attack is built on "
+        f"(the harness needs CAP_SYS_ADMIN; {f.mount})"
+    )
+
+
+def _no_view(f: HostFacts) -> str | None:
+    if f.root or not f.view:
+        return None
+    return (
+        "not run: a regular user's server has no private view (it needs CAP_SYS_ADMIN at "
+        "start-up), and only the view refuses this attack in some column; without it, `stat` "
+        "of an outside path tells that it exists, and a device node needs CAP_MKNOD to make"
+    )
+
+
+def _yama(f: HostFacts) -> str | None:
+    if f.ptrace_scope >= 3 or (f.ptrace_scope >= 1 and not f.root):
+        return (
+            f"blocked by the kernel itself: Yama's ptrace_scope is {f.ptrace_scope}, so a process "
+            "may not attach to one it did not start (the OS layer is knocked out here)"
+        )
+    return None
+
+
+_COMPROMISED = ("server", "delete", "write")
+HOST_CONDITIONS: tuple[HostCondition, ...] = (
+    HostCondition(
+        "big-interpreter",
+        frozenset({"magic-link-self-exe"}),
+        ("no-filesystem",),
+        NA,
+        "the interpreter is over the workspace's read limit (4 MiB; Debian's python3.11: 6.5 MiB)",
+        _big_interpreter,
+    ),
+    HostCondition(
+        "no-bind-mount",
+        frozenset({"mount-point-read", "mount-point-delete", "move-across-mount"}),
+        COLUMNS,
+        NA,
+        "not root, and the harness cannot make a private bind mount",
+        _no_bind_mount,
+    ),
+    HostCondition(
+        "no-private-view",
+        frozenset(
+            {"device-note", "replaced-note"} | {f"compromised-{w}-stat" for w in _COMPROMISED}
+        ),
+        COLUMNS,
+        NA,
+        "not root, so the server gets no private view",
+        _no_view,
+    ),
+    HostCondition(
+        "yama-ptrace-scope",
+        frozenset(f"compromised-{w}-ptrace" for w in _COMPROMISED),
+        ("no-os",),
+        OS,
+        "kernel.yama.ptrace_scope is 1 or 2 and not root, or it is 3",
+        _yama,
+    ),
+)
+
+
+def expected_on(name: str, facts: HostFacts = DOCUMENTED) -> dict[str, tuple[str, str | None]]:
+    """Per column: the result expected on a host with `facts`, and the host condition's reason
+    when one decided it (None: the documented cell)."""
+    row: dict[str, tuple[str, str | None]] = {
+        c: (r, None) for c, r in expected_results(name).items()
+    }
+    for condition in HOST_CONDITIONS:
+        if name not in condition.attacks:
+            continue
+        why = condition.holds(facts)
+        if why is None:
+            continue
+        for column in condition.columns:
+            row[column] = (result_code(condition.code), f"{condition.name}: {why}")
+    return row

@@ -1,9 +1,13 @@
 """Comparing a run with the documented matrix, and printing it (text table or the JSON of
 docs/interface.md: ``{"attacks": [{"name", "results": {...}}], "escapes_with_all_layers": int}``).
 
-Guarantees: `differences` lists every cell that differs from `expected.EXPECTED`, except cells
-this host could not run (reported apart as `not_run_here`; under CI=true they count as
-differences, so CI fails rather than skips). `passed` is true only with zero escapes in the
+Guarantees: `differences` lists every cell that differs from what the matrix expects on this
+host (`expected.expected_on` with the facts the run measured: the documented cell, or the one a
+host condition states), each with the attack, the configuration, what was expected, what came
+and why; cells a host condition decided are listed apart as `host_conditions` (with the
+reason), and cells this host could not run for a reason no condition states (a root without
+CAP_SYS_ADMIN) as `not_run_here` (under CI=true they count as differences, so CI fails rather
+than skips). `passed` is true only with zero escapes in the
 "all" column, no difference, and (when a race ran) zero race escapes.
 """
 
@@ -14,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .classes import CLASSES
-from .expected import EXPECTED, expected_results
+from .expected import EXPECTED, expected_on
 from .runner import COLUMNS, Matrix
 
 SHORT = {"escaped": "ESCAPED", "n/a": "n/a"}
@@ -25,6 +29,7 @@ class Verdict:
     escapes_with_all_layers: int
     differences: list[dict[str, str]] = field(default_factory=list)
     not_run_here: list[dict[str, str]] = field(default_factory=list)
+    host_conditions: list[dict[str, str]] = field(default_factory=list)
     single_layer: list[str] = field(default_factory=list)
 
     @property
@@ -45,21 +50,29 @@ def judge(matrix: Matrix) -> Verdict:
         if attack.name not in EXPECTED:
             verdict.differences.append({"attack": attack.name, "problem": "not documented"})
             continue
-        want = expected_results(attack.name)
+        want = expected_on(attack.name, matrix.host)
         escaped = [c for c in COLUMNS[1:] if row[c].result == "escaped"]
         if len(escaped) == 1:
             verdict.single_layer.append(attack.name)
         for column in COLUMNS:
             got = row[column]
-            if got.result == want[column]:
+            expected, condition = want[column]
+            if condition is not None:
+                verdict.host_conditions.append(
+                    {"attack": attack.name, "configuration": column, "expected": expected,
+                     "condition": condition}
+                )  # fmt: skip
+            if got.result == expected:
                 continue
             cell = {
                 "attack": attack.name,
                 "configuration": column,
-                "expected": want[column],
+                "expected": expected,
                 "actual": got.result,
                 "detail": got.why or got.detail,
             }
+            if condition is not None:
+                cell["condition"] = condition
             if got.host_limited and not strict:
                 verdict.not_run_here.append(cell)
             else:
@@ -92,6 +105,8 @@ def to_json(matrix: Matrix, verdict: Verdict, race: dict[str, Any] | None) -> di
         "matches_documented": verdict.matches,
         "differences": verdict.differences,
         "not_run_here": verdict.not_run_here,
+        "host_conditions": verdict.host_conditions,
+        "host": matrix.host.to_json(),
         "single_layer": verdict.single_layer,
         "configurations": matrix.configs,
         "seconds": round(matrix.seconds, 2),
@@ -142,24 +157,39 @@ def to_text(matrix: Matrix, verdict: Verdict, race: dict[str, Any] | None) -> st
                 lines.append(f"  n/a {attack.name} [{column}]: {got.why}")
     for cell in verdict.not_run_here:
         lines.append(f"not run on this host: {cell['attack']} [{cell['configuration']}]")
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for cell in verdict.host_conditions:  # one line per attack and condition
+        key = (cell["attack"], cell["expected"], cell["condition"])
+        grouped.setdefault(key, []).append(cell["configuration"])
+    for (name, expected, condition), columns in grouped.items():
+        lines.append(
+            f"expected on this host: {name} [{', '.join(columns)}] {expected}: {condition}"
+        )
     if verdict.differences:
         lines.append(f"DIFFERENT from the documented matrix ({len(verdict.differences)}):")
-        for d in verdict.differences:
-            if "problem" in d:
-                lines.append(f"  {d['attack']}: {d['problem']}")
-            else:
-                lines.append(
-                    f"  {d['attack']} [{d['configuration']}]: expected {d['expected']}, "
-                    f"got {d['actual']} ({d['detail']})"
-                )
+        lines += [f"  {line}" for line in difference_lines(verdict)]
     else:
-        lines.append("matrix: as documented in docs/design.md")
+        lines.append("matrix: as documented in docs/design.md, for this host")
     if race is not None:
         lines.append("")
         lines.append(race_text(race))
     lines.append("")
     lines.append("PASSED" if passed(verdict, race) else "FAILED")
     return "\n".join(lines)
+
+
+def difference_lines(verdict: Verdict) -> list[str]:
+    """One line per cell that differs: attack [configuration]: expected, got (why)."""
+    lines = []
+    for d in verdict.differences:
+        if "problem" in d:
+            lines.append(f"{d['attack']}: {d['problem']}")
+        else:
+            lines.append(
+                f"{d['attack']} [{d['configuration']}]: expected {d['expected']}, "
+                f"got {d['actual']} ({d['detail']})"
+            )
+    return lines
 
 
 def race_text(race: dict[str, Any]) -> str:

@@ -41,6 +41,7 @@ from . import shown
 from .catalogue import ATTACKS, Attack
 from .client import TargetClient, TargetFailed, meta
 from .compromised import learned, traced_by
+from .host import DOCUMENTED, HostFacts, measure
 from .layout import (
     FileState,
     HostLimit,
@@ -96,6 +97,7 @@ class Matrix:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     configs: dict[str, Any] = field(default_factory=dict)  # what each target says it runs
+    host: HostFacts = DOCUMENTED  # what the run measured (expected.HOST_CONDITIONS)
 
 
 @dataclass
@@ -486,9 +488,12 @@ def run_matrix(
     base = Path(tempfile.mkdtemp(prefix="fs-notes-exercises-"))
     secret = "SECRET-" + secrets.token_hex(8)
     try:
-        host = {"mount": can_bind(str(base / "scratch")) or ""}
-        host["atime"] = "" if atime_detects_reads(base) else "access times are not recorded here"
-        host["view"] = view_unavailable() or ""
+        facts = measure(
+            mount=can_bind(str(base / "scratch")) or "",
+            view=view_unavailable() or "",
+            atime="" if atime_detects_reads(base) else "access times are not recorded here",
+        )
+        host = {"mount": facts.mount, "atime": facts.atime, "view": facts.view}
         runs = {c: _Column(c, base, secret, options, host) for c in columns}
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(columns)) as pool:
             futures = {c: pool.submit(runs[c].run, attacks) for c in columns}
@@ -508,4 +513,4 @@ def run_matrix(
             "the server could not confine itself with Landlock here; the documented matrix "
             "assumes it does (without it, reads and writes in the no-filesystem column escape)"
         )
-    return Matrix(attacks, results, secret, time.monotonic() - started, notes, configs)
+    return Matrix(attacks, results, secret, time.monotonic() - started, notes, configs, facts)

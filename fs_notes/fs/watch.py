@@ -36,7 +36,6 @@ staler). A renamed folder is not followed: it makes the watch stale.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import logging
 import os
@@ -44,6 +43,8 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+
+from ..clib import inotify, inotify_missing
 
 log = logging.getLogger("fs_notes.fs")
 
@@ -89,19 +90,6 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def _libc() -> ctypes.CDLL | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.inotify_init1.argtypes = [ctypes.c_int]
-        libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-_LIBC = _libc()
-
-
 @dataclass(frozen=True)
 class Changes:
     """What changed since the last `take()`: `stale` (walk everything), else the ids (folder
@@ -139,14 +127,16 @@ class FolderWatch:
             self._stale = False
             self._complete = False
             self._names.clear()
-            if _LIBC is None:
-                self._unavailable("no C library")
+            calls = inotify()
+            if calls is None:
+                self._unavailable(inotify_missing() or "no inotify")
                 return
-            fd = _LIBC.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+            fd = calls.init1(IN_NONBLOCK | IN_CLOEXEC)
             if fd < 0:
                 self._unavailable(os.strerror(ctypes.get_errno()))
                 return
             self._fd, self._pid = fd, os.getpid()
+            log.debug("folder watch on (inotify): a search looks again only at what changed")
 
     def add(self, folder: str, dir_fd: int) -> None:
         """Watch `folder` (its path as the walk names it) through the walk's own fd `dir_fd`;
@@ -155,9 +145,10 @@ class FolderWatch:
             if self._fd < 0 or len(self._folders) >= MAX_WATCHES:
                 self._stale = True
                 return
-            assert _LIBC is not None
+            calls = inotify()
+            assert calls is not None
             path = f"/proc/self/fd/{dir_fd}".encode()
-            wd = _LIBC.inotify_add_watch(self._fd, path, MASK)
+            wd = calls.add_watch(self._fd, path, MASK)
             if wd < 0:
                 code = ctypes.get_errno()
                 self._stale = True
