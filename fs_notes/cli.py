@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
 from .errors import ConfigError
@@ -21,17 +22,15 @@ LOG_FORMATS = ("text", "json")
 
 def _state_home() -> str:
     """Where the state folder is by default (shown in --help; nothing is made here)."""
-    base = os.environ.get("XDG_STATE_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "fs-notes")
+    from .statefolder import state_home
+
+    return state_home()
 
 
 def _config_home() -> str:
-    base = os.environ.get("XDG_CONFIG_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "fs-notes")
+    from .statefolder import config_home
+
+    return config_home()
 
 
 def _global_options(defaults: bool) -> argparse.ArgumentParser:
@@ -123,6 +122,13 @@ def _parser() -> argparse.ArgumentParser:
         "--replay-store-password-file",
         metavar="FILE",
         help="the replay store's password, in a file only you can read (chmod 600)",
+    )
+    serve.add_argument(
+        "--unused-days",
+        type=float,
+        metavar="DAYS",
+        help="remove, at start-up, the search indexes in the state folder not served for DAYS "
+        "days (default: the policy's [limits] unused_index_days, else 30; 0: never)",
     )
     serve.add_argument(
         "--audit-log",
@@ -218,7 +224,37 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("demo", parents=common, help="a scripted session on a bundled sample folder")
+    _forget_parser(sub, common, state)
     return parser
+
+
+def _forget_parser(sub: Any, common: list[argparse.ArgumentParser], state: str) -> None:
+    forget = sub.add_parser(
+        "forget",
+        parents=common,
+        allow_abbrev=False,
+        help="remove the search indexes fs-notes keeps for a folder (or for stale ones)",
+        description="Remove the search indexes (copies of the notes' text) fs-notes keeps for "
+        "FOLDER, or with --stale those whose folder is gone or was not served for "
+        "--unused-days days, and those made before fs-notes recorded their folder. An index "
+        "a running server holds is not removed (exit 1). The replay database and the key "
+        "ring are not per folder and stay. Exit status: 0, 1 when an index could not be "
+        "removed, 2 for a usage error.",
+    )
+    forget.add_argument("folder", nargs="?", metavar="FOLDER", help="the notes folder")
+    forget.add_argument("--stale", action="store_true", help="every stale index instead")
+    forget.add_argument(
+        "--unused-days",
+        type=float,
+        default=30.0,
+        metavar="DAYS",
+        help="with --stale: an index not served for this long is stale (default 30; 0: only "
+        "by a missing folder)",
+    )
+    forget.add_argument(
+        "--state-dir", metavar="DIR", help=f"the state folder, as for serve (default: {state})"
+    )
+    forget.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def _report(message: str, *, as_json: bool) -> None:
@@ -261,6 +297,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .exercises.command import exercises
 
             return exercises(args)
+        if args.command == "forget":
+            from .forget import forget
+
+            return forget(args)
         if args.command == "demo":
             from .demo import demo
 

@@ -135,6 +135,8 @@ class ServeConfig:
     allow_unconfined: bool = False
     self_confine: bool = True
     policy_file: str | None = None  # the file the policy came from (None: WORKSPACE mode)
+    #: Search indexes not served for this many days are pruned at start-up (0: never).
+    unused_days: float = 30.0
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServeConfig:
@@ -152,6 +154,9 @@ class ServeConfig:
             raise ConfigError(f"{used} only applies with --http HOST:PORT")
         policy_file = _path(args.policy)
         policy = _policy(args, policy_file)
+        unused_days = getattr(args, "unused_days", None)
+        if unused_days is not None and not 0 <= unused_days <= 36500:
+            raise ConfigError("--unused-days takes a number of days from 0 (never) to 36500")
         return cls(
             policy=policy,
             http=http,
@@ -159,6 +164,9 @@ class ServeConfig:
             allow_unconfined=bool(args.allow_unconfined),
             self_confine=not args.no_self_confine,
             policy_file=policy_file,
+            unused_days=(
+                float(policy.limits.unused_index_days) if unused_days is None else unused_days
+            ),
         )
 
 

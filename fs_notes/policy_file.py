@@ -108,6 +108,7 @@ class _LimitsTable(_Table):
     nonces_per_principal: int = Limits.nonces_per_principal
     listens_per_principal: int = Limits.listens_per_principal
     subscriptions_per_principal: int = Limits.subscriptions_per_principal
+    unused_index_days: int = Limits.unused_index_days
 
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 
