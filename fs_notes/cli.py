@@ -188,14 +188,17 @@ def _parser() -> argparse.ArgumentParser:
         parents=common,
         help="which containment layers this host can enforce, and whether the replay store answers",
         description="Which containment layers this host can enforce (tested for real), and the "
-        "replay store serve would use with the same options, asked whether it answers. Exit "
-        "status: 0; 1 when a shared replay store (--replay-store, or the policy's "
-        "[replay_store]) is configured and does not answer (for a health probe); 2 for a "
-        "configuration error.",
+        "replay store serve would use with the same options, asked whether it answers, and "
+        "with --policy whether each workspace folder can be served. Exit status: 0; 1 when a "
+        "shared replay store (--replay-store, or the policy's [replay_store]) is configured "
+        "and does not answer (for a health probe); 2 for a configuration error, such as a "
+        "workspace folder that does not exist (serve exits 2 for it too).",
     )
     check.add_argument("--json", action="store_true")
     check.add_argument(
-        "--policy", metavar="FILE", help="policy file: its [replay_store], as serve reads it"
+        "--policy",
+        metavar="FILE",
+        help="policy file: its [replay_store] and workspace folders, as serve reads them",
     )
     check.add_argument(
         "--replay-store", metavar="URL", help="the shared replay store, as for serve"
@@ -289,10 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return init(args)
         if args.command == "check":
-            from .check import check, store_location
+            from .check import check, store_location, workspace_report
 
             store = store_location(args.policy, args.replay_store, args.replay_store_password_file)
-            return check(as_json=args.json, store=store)
+            workspaces = workspace_report(args.policy)
+            return check(as_json=args.json, store=store, workspaces=workspaces)
         if args.command == "exercises":
             from .exercises.command import exercises
 
