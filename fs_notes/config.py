@@ -20,29 +20,14 @@ from dataclasses import dataclass
 
 from .confirm.location import RedisLocation
 from .errors import ConfigError
+from .paths import expand_path
 from .policy import Policy, PolicyError, hash_token
 from .secretfile import SecretFileError, read_secret_file
 
+__all__ = ["expand_path"]  # its home is paths.py (the policy file expands with it too)
+
 MAX_TOKEN_FILE_BYTES = 4096
-_HOME_VAR = re.compile(r"\$(?:HOME\b|\{HOME\})")
 _PORT = re.compile(r"[0-9]{1,5}")
-
-
-def expand_path(text: str) -> str:
-    """`~`, `~user` and `$HOME` / `${HOME}` expanded (a client's JSON `args` pass them
-    literally; no shell expanded them), in one pass: what HOME holds is not expanded again.
-    Other variables are left as they are. A HOME that is empty or relative is refused."""
-    if not (text.startswith("~") or _HOME_VAR.search(text)):
-        return text
-    home = os.environ.get("HOME")
-    if home is None:  # unset: the user database's home, as a shell takes it
-        home = os.path.expanduser("~")
-    if not os.path.isabs(home):
-        raise ConfigError(f"{text}: HOME is {home!r}, not an absolute path: give the full path")
-    expanded = os.path.expanduser(text) if text.startswith("~") else text
-    if expanded.startswith("~"):  # ~user of an unknown user: as the shell leaves it
-        return expanded
-    return _HOME_VAR.sub(lambda _: home, expanded)
 
 
 def folder_problem(path: str) -> str | None:
