@@ -53,14 +53,70 @@ def _global_options(defaults: bool) -> argparse.ArgumentParser:
     return options
 
 
+class _NoAbbrevParser(argparse.ArgumentParser):
+    """A subcommand's parser: its options are never abbreviated (`--htt` is not `--http`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
+def _options_of(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown option is a usage error that suggests the closest one the
+    command has ("--htp: did you mean --http?"), an unknown command the closest command."""
+    import difflib
+
+    parser = _parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    words = list(sys.argv[1:] if argv is None else argv)
+    top = _options_of(parser)
+    valued = {o for a in parser._actions if a.nargs is None for o in a.option_strings}
+    i = 0
+    while i < len(words) and words[i] != "--":  # before the command: the global options
+        word = words[i]
+        name = word.split("=", 1)[0]
+        if word.startswith("-") and word not in ("-h", "--help"):
+            if name not in top:
+                close = difflib.get_close_matches(name, top, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                parser.error(f"unrecognized arguments: {word}{hint}")
+            i += 2 if name in valued and "=" not in word else 1
+            continue
+        if word not in sub.choices:
+            close = difflib.get_close_matches(word, list(sub.choices), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            parser.error(
+                f"unknown command {word!r}: {hint}(commands: {', '.join(sub.choices)})"
+            )
+        break
+    args, extra = parser.parse_known_args(words)
+    if extra:
+        chosen = sub.choices[args.command]
+        known = _options_of(chosen) + _options_of(parser)
+        shown = []
+        for word in extra:
+            name = word.split("=", 1)[0]
+            close = difflib.get_close_matches(name, known, n=1) if name.startswith("-") else []
+            shown.append(f"{word} (did you mean {close[0]}?)" if close else word)
+        chosen.error(f"unrecognized arguments: {' '.join(shown)}")
+    return args
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fs-notes",
+        allow_abbrev=False,  # a prefix of an option is a mistake to point out, not to guess
         description="An MCP server for a folder of markdown notes.",
         parents=[_global_options(True)],
     )
     parser.add_argument("--version", action="version", version=f"fs-notes {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub: Any = parser.add_subparsers(  # (typeshed ties parents to parser_class)
+        dest="command", required=True, metavar="COMMAND", parser_class=_NoAbbrevParser
+    )
     common = [_global_options(False)]
     state = _state_home()
 
@@ -235,7 +291,6 @@ def _forget_parser(sub: Any, common: list[argparse.ArgumentParser], state: str) 
     forget = sub.add_parser(
         "forget",
         parents=common,
-        allow_abbrev=False,
         help="remove the search indexes fs-notes keeps for a folder (or for stale ones)",
         description="Remove the search indexes (copies of the notes' text) fs-notes keeps for "
         "FOLDER, or with --stale those whose folder is gone or was not served for "
@@ -274,7 +329,7 @@ def _report(message: str, *, as_json: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     from .logline import install
 
     install(
