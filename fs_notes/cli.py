@@ -192,6 +192,13 @@ def _parser() -> argparse.ArgumentParser:
         help="append destructive decisions here as JSON lines (default: none)",
     )
     serve.add_argument(
+        "--sandbox",
+        choices=("landlock", "chroot", "none"),
+        help="WORKSPACE mode: the weakest OS layer creates, updates and deletions may run "
+        "under, as a policy's per-workspace sandbox key (default: landlock; chroot accepts a "
+        "kernel without Landlock; none also needs --allow-unconfined)",
+    )
+    serve.add_argument(
         "--allow-unconfined",
         action="store_true",
         help="allow creates, updates and deletions without an OS containment layer (logged)",

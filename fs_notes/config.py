@@ -246,6 +246,11 @@ def _checked_hosts(entries: list[str]) -> list[str]:
 def _policy(args: argparse.Namespace, policy_file: str | None) -> Policy:
     if policy_file and args.workspace:
         raise ConfigError("give either WORKSPACE or --policy FILE, not both")
+    sandbox = getattr(args, "sandbox", None)
+    if policy_file and sandbox is not None:
+        raise ConfigError(
+            "--sandbox is for WORKSPACE mode; in a policy, set sandbox in each [[workspace]]"
+        )
     if policy_file:
         if args.token_file:
             raise ConfigError(
@@ -274,7 +279,9 @@ def _policy(args: argparse.Namespace, policy_file: str | None) -> Policy:
     elif args.token_file:
         raise ConfigError("--token-file only applies with --http")
     try:
-        return Policy.for_single_workspace(path, local_user(), token_sha256=token_hash)
+        return Policy.for_single_workspace(
+            path, local_user(), token_sha256=token_hash, sandbox=sandbox or "landlock"
+        )
     except PolicyError as exc:
         raise ConfigError(f"{expanded}: {exc}") from None
 
