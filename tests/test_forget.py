@@ -276,3 +276,37 @@ def test_the_index_name_is_the_one_the_server_uses(tmp_path: Path) -> None:
     assert index_name("notes", str(folder.resolve())) in _index_files(state)
     assert state_home({"XDG_STATE_HOME": str(state)}) == str(state / "fs-notes")
     assert state_home({"XDG_STATE_HOME": "relative"}).endswith("/.local/state/fs-notes")
+
+
+def test_forget_folder_takes_an_index_without_record_named_for_that_folder(
+    tmp_path: Path,
+) -> None:
+    """An index made before records were kept is FOLDER's if `serve FOLDER` names it so;
+    another unrecorded index is left to --stale."""
+    state = tmp_path / "state"
+    folder = _folder(tmp_path)
+    _serve_and_search(folder, state)
+    for record in (state / "fs-notes").glob("search-*.json"):
+        record.unlink()  # as an older fs-notes left it
+    other = state / "fs-notes" / "search-00000000000000aa.sqlite3"
+    other.write_bytes(b"x" * 10)
+    done = _forget(state, str(folder), "--json")
+    assert done.returncode == 0, done.stderr
+    removed = json.loads(done.stdout)["removed"]
+    name = index_name("notes", str(folder.resolve()))
+    assert name in {Path(str(r["path"])).name for r in removed}
+    assert all(Path(str(r["path"])).name.startswith(name) for r in removed)
+    assert all(r["folder"] is None for r in removed)
+    assert _index_files(state) == [other.name]
+
+
+def test_forget_uses_the_state_dir_serve_was_given(tmp_path: Path) -> None:
+    state, elsewhere = tmp_path / "state", tmp_path / "elsewhere"
+    folder = _folder(tmp_path)
+    _serve_and_search(folder, state, "--state-dir", str(elsewhere))
+    assert not (state / "fs-notes").exists()
+    assert json.loads(_forget(state, str(folder), "--json").stdout)["removed"] == []
+    done = _forget(state, str(folder), "--state-dir", str(elsewhere), "--json")
+    assert done.returncode == 0
+    assert len(json.loads(done.stdout)["removed"]) >= 2
+    assert not any(n.startswith("search-") for n in os.listdir(elsewhere))
