@@ -200,12 +200,15 @@ def forget(args: argparse.Namespace) -> int:
         raise ConfigError("--unused-days takes a number of days, 0 or more")
     state_dir = os.path.abspath(expand_path(args.state_dir)) if args.state_dir else state_home()
     if args.folder is not None:
-        target = os.path.realpath(os.path.abspath(expand_path(args.folder)))
-
+        given = os.path.abspath(expand_path(args.folder))
+        target = os.path.realpath(given)
+        names = {given, target}  # a policy's path may hold a symlink: as written, or resolved
         legacy = _zero_config_digest(target)
 
         def select(entry: IndexFiles) -> str | None:
-            if entry.folder == target or (entry.folder is None and entry.digest == legacy):
+            if entry.folder is None:
+                return "asked for" if entry.digest == legacy else None
+            if entry.folder in names or os.path.realpath(entry.folder) in names:
                 return "asked for"
             return None
 

@@ -310,3 +310,24 @@ def test_forget_uses_the_state_dir_serve_was_given(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert len(json.loads(done.stdout)["removed"]) >= 2
     assert not any(n.startswith("search-") for n in os.listdir(elsewhere))
+
+
+def test_forget_finds_a_folder_named_through_a_symlink_or_with_a_tilde(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    real = _folder(tmp_path, "real")
+    (tmp_path / "via").symlink_to(real)
+    _serve_and_search(real, state)
+    done = _forget(state, str(tmp_path / "via"), "--json")  # serve resolved it: so does forget
+    assert done.returncode == 0, done.stderr
+    assert {r["folder"] for r in json.loads(done.stdout)["removed"]} == {str(real.resolve())}
+    assert _index_files(state) == []
+    _serve_and_search(real, state)
+    env = dict(_env(state), HOME=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-m", "fs_notes", "forget", "~/real"],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _index_files(state) == []
