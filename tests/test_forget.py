@@ -331,3 +331,47 @@ def test_forget_finds_a_folder_named_through_a_symlink_or_with_a_tilde(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert _index_files(state) == []
+
+
+def test_a_server_starting_during_a_removal_waits_and_then_makes_a_new_record(
+    tmp_path: Path,
+) -> None:
+    """statefolder.Claim against a removal holding the record: the claim waits for the lock,
+    sees the record it waited on is gone, and claims a new one (never the removed inode)."""
+    import threading
+
+    from fs_notes.statefolder import Claim, Held, exclusive, open_folder, remove, scan
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    first = Claim()
+    first.take(str(state), "notes", "/n")
+    first.release()
+    dir_fd = open_folder(str(state))
+    try:
+        (entry,) = scan(dir_fd)
+        assert entry.folder == "/n"
+        second = Claim()
+        done = threading.Event()
+        with exclusive(dir_fd, entry):
+            def start() -> None:
+                second.take(str(state), "notes", "/n")
+                done.set()
+
+            waiter = threading.Thread(target=start)
+            waiter.start()
+            assert not done.wait(0.5)  # blocked on the removal's lock
+            removed = remove(dir_fd, entry)
+        assert list(removed) == [next(iter(entry.files))]
+        waiter.join(10)
+        assert done.is_set()
+        (again,) = scan(dir_fd)
+        assert again.folder == "/n"
+        # the record now there is the one the claim holds (not the removed one it waited on)
+        with pytest.raises(Held, match="holds it"), exclusive(dir_fd, again):
+            pass
+        second.release()
+        with exclusive(dir_fd, again):  # positive control: released, it can be taken
+            pass
+    finally:
+        os.close(dir_fd)
