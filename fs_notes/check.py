@@ -19,9 +19,12 @@ openat2 by a real call; chroot by trying it in a child. What it reports is what 
   and --replay-store-password-file: a shared one (Redis) is asked for its epoch and version, and
   `check` exits 1 when it does not answer (a health probe's signal); the SQLite default is the
   path serve would use (its folder is made 0700 as serve makes it; no database is opened).
-Does not: know the policy's workspaces (a workspace may require a stronger layer than the host
-has: serve then refuses that workspace), or predict a self-confinement failure caused by serve's
-own options.
+- `workspaces` (with --policy): each workspace's folder and why serve could not open it (a
+  missing folder, not a folder, not readable); any such problem is a configuration error, as it
+  is for serve: `check` reports it on stderr too and exits 2.
+Does not: know whether a workspace requires a stronger layer than the host has (serve then
+refuses writes in that workspace, and says how to accept a weaker one), or predict a
+self-confinement failure caused by serve's own options.
 """
 
 from __future__ import annotations
@@ -38,13 +41,13 @@ if TYPE_CHECKING:
     from fs_notes.confirm.location import RedisLocation
 
 _SERVER_CHILD = """
-import json, os, sys, tempfile
+import json, os, sys
 from fs_notes.fs import WorkspaceRoot
 from fs_notes.policy import Policy
 from fs_notes.sandbox import seccomp
 from fs_notes.sandbox.process import capabilities
 from fs_notes.sandbox.selfconfine import confine_server
-ws = tempfile.mkdtemp(prefix="fs-notes-check-")
+ws = sys.argv[1]  # made and removed by the parent: the confined child may not remove it
 try:
     policy = Policy.for_single_workspace(ws, "check", token_sha256=None)
     root = WorkspaceRoot.open(ws)
@@ -62,10 +65,12 @@ print(json.dumps(out))
 def _server_process() -> dict[str, Any]:
     import subprocess
     import sys
+    import tempfile
 
-    proc = subprocess.run(
-        [sys.executable, "-c", _SERVER_CHILD], capture_output=True, text=True, timeout=60
-    )
+    with tempfile.TemporaryDirectory(prefix="fs-notes-check-") as ws:
+        proc = subprocess.run(
+            [sys.executable, "-c", _SERVER_CHILD, ws], capture_output=True, text=True, timeout=60
+        )
     try:
         result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -154,6 +159,26 @@ def store_location(
     return replay_store_location(url, password_file, policy)
 
 
+def workspace_report(policy_file: str | None) -> list[dict[str, Any]] | None:
+    """Each workspace of the policy with the problem serve would refuse it for (None: fine);
+    None without a policy. ConfigError for a policy serve could not load."""
+    if policy_file is None:
+        return None
+    from fs_notes.config import expand_path, folder_problem
+    from fs_notes.errors import ConfigError
+    from fs_notes.policy import PolicyError
+    from fs_notes.policy_file import load_policy
+
+    try:
+        policy = load_policy(expand_path(policy_file))
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from None
+    return [
+        {"name": ws.name, "path": ws.path, "problem": folder_problem(ws.path)}
+        for ws in policy.workspaces
+    ]
+
+
 def store_report(location: RedisLocation | None) -> dict[str, Any]:
     """`replay.store`: the shared store's own check (RedisReplayStore.check), or the SQLite
     database serve would open by default."""
@@ -189,12 +214,31 @@ def _store_line(store: dict[str, Any]) -> str:
     return f"{where}: answers (Redis {store.get('version')})"
 
 
-def check(*, as_json: bool, store: RedisLocation | None = None) -> int:
-    """Print the report; 0, or 1 when a shared replay store is configured and does not
-    answer."""
+def check(
+    *,
+    as_json: bool,
+    store: RedisLocation | None = None,
+    workspaces: list[dict[str, Any]] | None = None,
+) -> int:
+    """Print the report; 0, 1 when a shared replay store is configured and does not answer,
+    2 when a workspace folder of the policy cannot be served (serve would exit 2 too)."""
+    import sys
+
+    from fs_notes.render import shown
+
     data = report()
     data["replay"]["store"] = store_report(store)
     status = 1 if store is not None and not data["replay"]["store"]["answers"] else 0
+    if workspaces is not None:
+        data["workspaces"] = workspaces
+        for ws in workspaces:
+            if ws["problem"] is not None:
+                status = 2
+                print(
+                    f'fs-notes: workspace "{ws["name"]}" ({shown(ws["path"])}): {ws["problem"]} '
+                    "(serve refuses to start)",
+                    file=sys.stderr,
+                )
     if as_json:
         print(json.dumps(data, indent=2))
         return status
@@ -208,6 +252,9 @@ def check(*, as_json: bool, store: RedisLocation | None = None) -> int:
     print(f"write confinement:     {data['write_confinement']}{refused}")
     print(f"self-confinement:      {'yes (Landlock)' if data['self_confinement'] else 'no'}")
     print(f"replay store:          {_store_line(data['replay']['store'])}")
+    for ws in workspaces or ():
+        problem = ws["problem"] or "a folder serve can open"
+        print(f"{'workspace ' + ws['name'] + ':':22} {shown(ws['path'])}: {problem}")
     if store is None:  # SQLite's claims (a shared store's rest on its epoch instead)
         durable = data["replay"]["durable_claims"]
         claims = "fsync'ed each (no boot id)" if durable else "WAL, boot id checked"

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
 from .errors import ConfigError
@@ -21,17 +22,15 @@ LOG_FORMATS = ("text", "json")
 
 def _state_home() -> str:
     """Where the state folder is by default (shown in --help; nothing is made here)."""
-    base = os.environ.get("XDG_STATE_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "fs-notes")
+    from .statefolder import state_home
+
+    return state_home()
 
 
 def _config_home() -> str:
-    base = os.environ.get("XDG_CONFIG_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "fs-notes")
+    from .statefolder import config_home
+
+    return config_home()
 
 
 def _global_options(defaults: bool) -> argparse.ArgumentParser:
@@ -54,14 +53,70 @@ def _global_options(defaults: bool) -> argparse.ArgumentParser:
     return options
 
 
+class _NoAbbrevParser(argparse.ArgumentParser):
+    """A subcommand's parser: its options are never abbreviated (`--htt` is not `--http`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
+def _options_of(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown option is a usage error that suggests the closest one the
+    command has ("--htp: did you mean --http?"), an unknown command the closest command."""
+    import difflib
+
+    parser = _parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    words = list(sys.argv[1:] if argv is None else argv)
+    top = _options_of(parser)
+    valued = {o for a in parser._actions if a.nargs is None for o in a.option_strings}
+    i = 0
+    while i < len(words) and words[i] != "--":  # before the command: the global options
+        word = words[i]
+        name = word.split("=", 1)[0]
+        if word.startswith("-") and word not in ("-h", "--help"):
+            if name not in top:
+                close = difflib.get_close_matches(name, top, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                parser.error(f"unrecognized arguments: {word}{hint}")
+            i += 2 if name in valued and "=" not in word else 1
+            continue
+        if word not in sub.choices:
+            close = difflib.get_close_matches(word, list(sub.choices), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            parser.error(
+                f"unknown command {word!r}: {hint}(commands: {', '.join(sub.choices)})"
+            )
+        break
+    args, extra = parser.parse_known_args(words)
+    if extra:
+        chosen = sub.choices[args.command]
+        known = _options_of(chosen) + _options_of(parser)
+        shown = []
+        for word in extra:
+            name = word.split("=", 1)[0]
+            close = difflib.get_close_matches(name, known, n=1) if name.startswith("-") else []
+            shown.append(f"{word} (did you mean {close[0]}?)" if close else word)
+        chosen.error(f"unrecognized arguments: {' '.join(shown)}")
+    return args
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fs-notes",
+        allow_abbrev=False,  # a prefix of an option is a mistake to point out, not to guess
         description="An MCP server for a folder of markdown notes.",
         parents=[_global_options(True)],
     )
     parser.add_argument("--version", action="version", version=f"fs-notes {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub: Any = parser.add_subparsers(  # (typeshed ties parents to parser_class)
+        dest="command", required=True, metavar="COMMAND", parser_class=_NoAbbrevParser
+    )
     common = [_global_options(False)]
     state = _state_home()
 
@@ -125,6 +180,13 @@ def _parser() -> argparse.ArgumentParser:
         help="the replay store's password, in a file only you can read (chmod 600)",
     )
     serve.add_argument(
+        "--unused-days",
+        type=float,
+        metavar="DAYS",
+        help="remove, at start-up, the search indexes in the state folder not served for DAYS "
+        "days (default: the policy's [limits] unused_index_days, else 30; 0: never)",
+    )
+    serve.add_argument(
         "--audit-log",
         metavar="FILE",
         help="append destructive decisions here as JSON lines (default: none)",
@@ -147,6 +209,13 @@ def _parser() -> argparse.ArgumentParser:
         default=3,
         metavar="N",
         help="how many rotated files FILE.1 ... FILE.N to keep (default: 3)",
+    )
+    serve.add_argument(
+        "--sandbox",
+        choices=("landlock", "chroot", "none"),
+        help="WORKSPACE mode: the weakest OS layer creates, updates and deletions may run "
+        "under, as a policy's per-workspace sandbox key (default: landlock; chroot accepts a "
+        "kernel without Landlock; none also needs --allow-unconfined)",
     )
     serve.add_argument(
         "--allow-unconfined",
@@ -201,14 +270,17 @@ def _parser() -> argparse.ArgumentParser:
         parents=common,
         help="which containment layers this host can enforce, and whether the replay store answers",
         description="Which containment layers this host can enforce (tested for real), and the "
-        "replay store serve would use with the same options, asked whether it answers. Exit "
-        "status: 0; 1 when a shared replay store (--replay-store, or the policy's "
-        "[replay_store]) is configured and does not answer (for a health probe); 2 for a "
-        "configuration error.",
+        "replay store serve would use with the same options, asked whether it answers, and "
+        "with --policy whether each workspace folder can be served. Exit status: 0; 1 when a "
+        "shared replay store (--replay-store, or the policy's [replay_store]) is configured "
+        "and does not answer (for a health probe); 2 for a configuration error, such as a "
+        "workspace folder that does not exist (serve exits 2 for it too).",
     )
     check.add_argument("--json", action="store_true")
     check.add_argument(
-        "--policy", metavar="FILE", help="policy file: its [replay_store], as serve reads it"
+        "--policy",
+        metavar="FILE",
+        help="policy file: its [replay_store] and workspace folders, as serve reads them",
     )
     check.add_argument(
         "--replay-store", metavar="URL", help="the shared replay store, as for serve"
@@ -237,7 +309,36 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("demo", parents=common, help="a scripted session on a bundled sample folder")
+    _forget_parser(sub, common, state)
     return parser
+
+
+def _forget_parser(sub: Any, common: list[argparse.ArgumentParser], state: str) -> None:
+    forget = sub.add_parser(
+        "forget",
+        parents=common,
+        help="remove the search indexes fs-notes keeps for a folder (or for stale ones)",
+        description="Remove the search indexes (copies of the notes' text) fs-notes keeps for "
+        "FOLDER, or with --stale those whose folder is gone or was not served for "
+        "--unused-days days, and those made before fs-notes recorded their folder. An index "
+        "a running server holds is not removed (exit 1). The replay database and the key "
+        "ring are not per folder and stay. Exit status: 0, 1 when an index could not be "
+        "removed, 2 for a usage error.",
+    )
+    forget.add_argument("folder", nargs="?", metavar="FOLDER", help="the notes folder")
+    forget.add_argument("--stale", action="store_true", help="every stale index instead")
+    forget.add_argument(
+        "--unused-days",
+        type=float,
+        default=30.0,
+        metavar="DAYS",
+        help="with --stale: an index not served for this long is stale (default 30; 0: only "
+        "by a missing folder)",
+    )
+    forget.add_argument(
+        "--state-dir", metavar="DIR", help=f"the state folder, as for serve (default: {state})"
+    )
+    forget.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def _report(message: str, *, as_json: bool) -> None:
@@ -254,7 +355,7 @@ def _report(message: str, *, as_json: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     from .logline import install
 
     install(
@@ -272,14 +373,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return init(args)
         if args.command == "check":
-            from .check import check, store_location
+            from .check import check, store_location, workspace_report
 
             store = store_location(args.policy, args.replay_store, args.replay_store_password_file)
-            return check(as_json=args.json, store=store)
+            workspaces = workspace_report(args.policy)
+            return check(as_json=args.json, store=store, workspaces=workspaces)
         if args.command == "exercises":
             from .exercises.command import exercises
 
             return exercises(args)
+        if args.command == "forget":
+            from .forget import forget
+
+            return forget(args)
         if args.command == "demo":
             from .demo import demo
 

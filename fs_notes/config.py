@@ -20,29 +20,14 @@ from dataclasses import dataclass
 
 from .confirm.location import RedisLocation
 from .errors import ConfigError
+from .paths import expand_path
 from .policy import Policy, PolicyError, hash_token
 from .secretfile import SecretFileError, read_secret_file
 
+__all__ = ["expand_path"]  # its home is paths.py (the policy file expands with it too)
+
 MAX_TOKEN_FILE_BYTES = 4096
-_HOME_VAR = re.compile(r"\$(?:HOME\b|\{HOME\})")
 _PORT = re.compile(r"[0-9]{1,5}")
-
-
-def expand_path(text: str) -> str:
-    """`~`, `~user` and `$HOME` / `${HOME}` expanded (a client's JSON `args` pass them
-    literally; no shell expanded them), in one pass: what HOME holds is not expanded again.
-    Other variables are left as they are. A HOME that is empty or relative is refused."""
-    if not (text.startswith("~") or _HOME_VAR.search(text)):
-        return text
-    home = os.environ.get("HOME")
-    if home is None:  # unset: the user database's home, as a shell takes it
-        home = os.path.expanduser("~")
-    if not os.path.isabs(home):
-        raise ConfigError(f"{text}: HOME is {home!r}, not an absolute path: give the full path")
-    expanded = os.path.expanduser(text) if text.startswith("~") else text
-    if expanded.startswith("~"):  # ~user of an unknown user: as the shell leaves it
-        return expanded
-    return _HOME_VAR.sub(lambda _: home, expanded)
 
 
 def folder_problem(path: str) -> str | None:
@@ -135,6 +120,8 @@ class ServeConfig:
     allow_unconfined: bool = False
     self_confine: bool = True
     policy_file: str | None = None  # the file the policy came from (None: WORKSPACE mode)
+    #: Search indexes not served for this many days are pruned at start-up (0: never).
+    unused_days: float = 30.0
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServeConfig:
@@ -152,6 +139,9 @@ class ServeConfig:
             raise ConfigError(f"{used} only applies with --http HOST:PORT")
         policy_file = _path(args.policy)
         policy = _policy(args, policy_file)
+        unused_days = getattr(args, "unused_days", None)
+        if unused_days is not None and not 0 <= unused_days <= 36500:
+            raise ConfigError("--unused-days takes a number of days from 0 (never) to 36500")
         return cls(
             policy=policy,
             http=http,
@@ -159,6 +149,9 @@ class ServeConfig:
             allow_unconfined=bool(args.allow_unconfined),
             self_confine=not args.no_self_confine,
             policy_file=policy_file,
+            unused_days=(
+                float(policy.limits.unused_index_days) if unused_days is None else unused_days
+            ),
         )
 
 
@@ -253,6 +246,11 @@ def _checked_hosts(entries: list[str]) -> list[str]:
 def _policy(args: argparse.Namespace, policy_file: str | None) -> Policy:
     if policy_file and args.workspace:
         raise ConfigError("give either WORKSPACE or --policy FILE, not both")
+    sandbox = getattr(args, "sandbox", None)
+    if policy_file and sandbox is not None:
+        raise ConfigError(
+            "--sandbox is for WORKSPACE mode; in a policy, set sandbox in each [[workspace]]"
+        )
     if policy_file:
         if args.token_file:
             raise ConfigError(
@@ -281,7 +279,9 @@ def _policy(args: argparse.Namespace, policy_file: str | None) -> Policy:
     elif args.token_file:
         raise ConfigError("--token-file only applies with --http")
     try:
-        return Policy.for_single_workspace(path, local_user(), token_sha256=token_hash)
+        return Policy.for_single_workspace(
+            path, local_user(), token_sha256=token_hash, sandbox=sandbox or "landlock"
+        )
     except PolicyError as exc:
         raise ConfigError(f"{expanded}: {exc}") from None
 

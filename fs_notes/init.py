@@ -236,7 +236,31 @@ def _report(
     print("serve over Streamable HTTP:")
     print(f"  {shlex.join(http)}")
     print()
-    print("client configuration, stdio (Claude Desktop, Cursor; more in docs/clients.md):")
+    print("Claude Code (stdio):")
+    print(f"  {claude_code_line(base)}")
+    for line in desktop_lines(sys.platform):
+        print(line)
     print(json.dumps(snippet, indent=2, ensure_ascii=False))
     print(f"client configuration, HTTP ({url}):")
     print(json.dumps(remote, indent=2, ensure_ascii=False))
+
+
+def claude_code_line(command: list[str]) -> str:
+    """`claude mcp add` for this stdio command (docs/clients.md, "Claude Code")."""
+    return shlex.join(
+        ["claude", "mcp", "add", "--transport", "stdio", "--scope", "user", "fs-notes", "--",
+         *command]
+    )  # fmt: skip
+
+
+def desktop_lines(platform: str) -> list[str]:
+    """The heading of the stdio configuration. Claude Desktop runs on macOS and Windows, not
+    on Linux, where fs-notes runs: there it reaches fs-notes through ssh (docs/clients.md)."""
+    if platform.startswith("linux"):
+        return [
+            "Claude Desktop (macOS, Windows) starts fs-notes on this host through ssh: see "
+            'docs/clients.md, "Claude Desktop".',
+            "client configuration, stdio (Cursor and other clients that start a command on "
+            "this host; more in docs/clients.md):",
+        ]
+    return ["client configuration, stdio (Claude Desktop, Cursor; more in docs/clients.md):"]

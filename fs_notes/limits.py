@@ -44,6 +44,8 @@ class Limits:
     nonces_per_principal: int = 10_000
     listens_per_principal: int = 8
     subscriptions_per_principal: int = 1024
+    #: A search index not served for this many days is removed when serve starts (0: never).
+    unused_index_days: int = 30
 
     def to_json(self) -> dict[str, float | int]:
         return {
@@ -55,6 +57,7 @@ class Limits:
             "nonces_per_principal": self.nonces_per_principal,
             "listens_per_principal": self.listens_per_principal,
             "subscriptions_per_principal": self.subscriptions_per_principal,
+            "unused_index_days": self.unused_index_days,
         }
 
 
@@ -68,6 +71,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "nonces_per_principal": (16, 100_000),
     "listens_per_principal": (1, 256),
     "subscriptions_per_principal": (1, 100_000),
+    "unused_index_days": (0, 36500),
 }
 
 

@@ -16,8 +16,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from .confirm.location import StoreSetting, parse_location
+from .errors import ConfigError
 from .lexical import LexicalError, WorkspacePath
 from .limits import RANGES, Limits
+from .paths import expand_path
 from .policy import (
     DEFAULT_READ_LIMIT,
     OPERATIONS,
@@ -78,7 +80,11 @@ class _WorkspaceTable(_Table):
     @field_validator("path")
     @classmethod
     def _path(cls, value: str) -> str:
-        return check_path(value)
+        try:  # `~`, `~/...` and $HOME as on the command line (paths.py), then the usual rules
+            expanded = expand_path(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return check_path(expanded)
 
 
 class _GrantTable(_Table):
@@ -108,6 +114,7 @@ class _LimitsTable(_Table):
     nonces_per_principal: int = Limits.nonces_per_principal
     listens_per_principal: int = Limits.listens_per_principal
     subscriptions_per_principal: int = Limits.subscriptions_per_principal
+    unused_index_days: int = Limits.unused_index_days
 
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 

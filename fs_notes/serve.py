@@ -71,6 +71,15 @@ def run(config: ServeConfig) -> int:
     except ConfigError:
         confirm.close()
         raise
+    from .forget import claim_and_prune
+
+    try:  # before self-confinement, which may hide the state folder's other files
+        indexes = claim_and_prune(confirm.index_dir, policy, config.unused_days)
+    except ConfigError:
+        for root in roots.values():
+            root.close()
+        confirm.close()
+        raise
     http = config.http
     listener = _listen(http.bind, policy.limits.max_connections) if http is not None else None
     port = int(listener.getsockname()[1]) if listener is not None else None
@@ -117,6 +126,7 @@ def run(config: ServeConfig) -> int:
             _serve_http(http, policy, dispatcher, listener)
     finally:
         os_layer.close()
+        indexes.release()
         for root in roots.values():
             root.close()
         confirm.close()

@@ -67,6 +67,16 @@ class OsLayerFailed(FsError):
     message = "refused or failed in the confined worker"
 
 
+def accept_hint(mode: str, policy_file: str | None) -> str:
+    """How the operator accepts the weaker layer `mode` this host provides: never automatic
+    (the policy's default is the strongest), always an explicit choice."""
+    if mode == "none":
+        return ""
+    if policy_file is None:
+        return f" (to accept {mode}, the operator starts serve with --sandbox {mode})"
+    return f' (to accept {mode}, the operator sets sandbox = "{mode}" in its [[workspace]])'
+
+
 class OsLayer:
     """The mode, chosen once (lazily), and the workers, started on demand and kept."""
 
@@ -146,7 +156,7 @@ class OsLayer:
             if not ws.accepts(mode):
                 self._refusals[ws.name] = (
                     f'the workspace policy requires sandbox "{ws.sandbox}", '
-                    f'this host provides "{mode}"'
+                    f'this host provides "{mode}"{accept_hint(mode, self._policy.source)}'
                 )
         if mode == "none":
             log.warning(

@@ -248,8 +248,14 @@ class ConfinedWorker:
         if owner is not None and self.mode != "none":
             caps_mask = 0  # it became the folder's owner: no capability at all
         expected_uid = owner[0] if owner is not None and self.mode != "none" else os.geteuid()
-        checks.append(hello.get("uid") == expected_uid)
         conf = hello.get("confinement")
+        if self.mode == "chroot" and os.geteuid() != 0:
+            # not root: the worker chroots in a user namespace of its own, our uid mapped to 0
+            # there (sandbox/chroot.py); it must say so
+            expected_uid = 0
+            checks.append(isinstance(conf, dict) and conf.get("user_namespace") is True
+                          and conf.get("uid") == 0)  # fmt: skip
+        checks.append(hello.get("uid") == expected_uid)
         if self.mode != "none":  # the system-call filter of this kind, loaded and counted
             filt = conf.get("seccomp") if isinstance(conf, dict) else None
             checks.append(

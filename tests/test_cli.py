@@ -239,3 +239,45 @@ def test_a_relative_home_is_refused_where_it_would_be_used(tmp_path: Path) -> No
     ok = _run_as(child_env(HOME=""), "serve", str(tmp_path / "n"),
                  "--replay-db", str(tmp_path / "r.db"))  # fmt: skip
     assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (("serve", "--htp", "127.0.0.1:8765"),
+         "fs-notes serve: error: unrecognized arguments: --htp (did you mean --http?)"),
+        (("serve", "{tmp}", "--token-fil=x"),
+         "fs-notes serve: error: unrecognized arguments: --token-fil=x "
+         "(did you mean --token-file?)"),
+        (("forget", "--stal"),
+         "fs-notes forget: error: unrecognized arguments: --stal (did you mean --stale?)"),
+        (("--log-levl", "debug", "check"),
+         "fs-notes: error: unrecognized arguments: --log-levl (did you mean --log-level?)"),
+        (("--log-level", "debug", "chekc"),
+         "fs-notes: error: unknown command 'chekc': did you mean 'check'? "
+         "(commands: serve, init, check, exercises, demo, forget)"),
+        (("serve", "--zzzzzz", "{tmp}"),
+         "fs-notes serve: error: unrecognized arguments: --zzzzzz"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_option_or_command_is_refused_with_the_closest_one_suggested(
+    tmp_path: Path, args: tuple[str, ...], line: str
+) -> None:
+    result = _run(*(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == line
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "args", [("serve", "{tmp}", "--http", "127.0.0.1:0", "--token"), ("check", "--js"),
+             ("serve", "{tmp}", "--no-self")],
+)  # fmt: skip
+def test_a_prefix_of_an_option_is_not_taken_for_the_option(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    # argparse's allow_abbrev would read --js as --json and --no-self as --no-self-confine: a
+    # typo would change what runs. It is off: a prefix is refused, naming the whole option.
+    result = _run(*(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert result.returncode == 2
+    assert "did you mean --" in result.stderr and "unrecognized arguments" in result.stderr

@@ -142,7 +142,10 @@ def test_a_workspace_requiring_landlock_refuses_a_chroot_only_host(
     monkeypatch.setattr(sandbox_probe, "probe", chroot_only)
     layer = _layer(layer_factory, policy_for(notes, sandbox="landlock"), allow_unconfined=False)
     reason = ConfinedDeleters(layer).unavailable("notes")
-    assert reason == 'the workspace policy requires sandbox "landlock", this host provides "chroot"'
+    assert reason == (
+        'the workspace policy requires sandbox "landlock", this host provides "chroot" (to '
+        "accept chroot, the operator starts serve with --sandbox chroot)"
+    )
 
 
 def test_deletion_runs_in_a_worker_of_the_mode_the_host_enforces(
@@ -292,7 +295,8 @@ def test_serve_deletes_through_its_worker_and_leaves_no_process_behind(notes: Pa
             assert first["result"]["isError"] is True
             assert first["result"]["content"][0]["text"] == (
                 "deletion is refused in this workspace: the workspace policy requires sandbox "
-                '"landlock", this host provides "chroot"'
+                '"landlock", this host provides "chroot" (to accept chroot, the operator starts '
+                "serve with --sandbox chroot)"
             )
         else:
             answer = {

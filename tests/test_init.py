@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from wire import REPO, HttpServer, StdioServer, call_tool, child_env, request
 
+from fs_notes.init import desktop_lines
 from fs_notes.policy_file import load_policy
 from fs_notes.rounds.seal import KeyRing
 
@@ -196,3 +197,43 @@ def test_init_refuses_a_config_dir_beneath_a_folder_others_can_write_in(tmp_path
     assert made.returncode == 0, made.stderr
     for folder in (public / "x", public / "x" / "y", public / "x" / "y" / "cfg"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_init_prints_a_claude_code_line_that_runs_the_printed_stdio_command(
+    tmp_path: Path,
+) -> None:
+    # Issue 25: no `claude mcp add` line was printed.
+    a, _ = _folders(tmp_path)
+    result = _init(str(a), "--config-dir", str(tmp_path / "cfg"))
+    assert result.returncode == 0, result.stderr
+    _, stdio, _ = _printed(result.stdout)
+    lines = result.stdout.splitlines()
+    claude = shlex.split(lines[lines.index("Claude Code (stdio):") + 1])
+    split = claude.index("--")
+    assert claude[:split] == [
+        "claude", "mcp", "add", "--transport", "stdio", "--scope", "user", "fs-notes"
+    ]  # fmt: skip
+    assert claude[split + 1 :] == stdio
+
+
+def test_on_linux_init_points_claude_desktop_to_ssh_and_offers_it_no_local_entry(
+    tmp_path: Path,
+) -> None:
+    # Issue 25: docs/clients.md says Claude Desktop (macOS, Windows) reaches fs-notes through
+    # ssh; init offered it a local entry on Linux, where there is no Claude Desktop.
+    a, _ = _folders(tmp_path)
+    result = _init(str(a), "--config-dir", str(tmp_path / "cfg"))
+    assert result.returncode == 0, result.stderr
+    assert sys.platform.startswith("linux")  # fs-notes runs on Linux only
+    lines = result.stdout.splitlines()
+    desktop = [line for line in lines if "Claude Desktop" in line]
+    assert desktop == [
+        'Claude Desktop (macOS, Windows) starts fs-notes on this host through ssh: see '
+        'docs/clients.md, "Claude Desktop".'
+    ]
+    clients = (REPO / "docs" / "clients.md").read_text()
+    section = clients[clients.index("## Claude Desktop") :]
+    assert '"command": "ssh"' in section[: section.index("\n## ", 3)]
+    assert desktop_lines("darwin") == [
+        "client configuration, stdio (Claude Desktop, Cursor; more in docs/clients.md):"
+    ]

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from fs_notes import policy as policy_mod
 from fs_notes.lexical import LexicalError, WorkspacePath, parse_workspace_uri
+from fs_notes.paths import expand_path
 from fs_notes.policy import (
     NOT_PERMITTED,
     OPERATIONS,
@@ -820,3 +821,43 @@ local = true
 name = "w"
 path = "{path}"
 """
+
+
+@pytest.mark.parametrize(
+    ("written", "served"),
+    [("~/notes", "{home}/notes"), ("~", "{home}"), ("$HOME/notes", "{home}/notes"),
+     ("${HOME}/a/b", "{home}/a/b")],
+)  # fmt: skip
+def test_tilde_and_home_in_a_workspace_path_are_expanded_as_on_the_command_line(
+    team: pathlib.Path, monkeypatch: pytest.MonkeyPatch, written: str, served: str
+) -> None:
+    # Issue 25: `~` was refused in the policy although `serve ~/notes` expands it.
+    home = team.parent / "home"
+    monkeypatch.setenv("HOME", str(home))
+    team.write_text(edited({12: f"path = {json.dumps(written)}"}), encoding="utf-8")
+    (notes,) = [w for w in load_policy(team.name).workspaces if w.name == "notes"]
+    assert notes.path == served.format(home=home)
+    assert notes.path == expand_path(written)  # one expansion: the command line's
+
+
+@pytest.mark.parametrize(
+    ("written", "home", "message"),
+    [
+        ("~/notes", "relative/home", "HOME is 'relative/home', not an absolute path"),
+        ("~nosuchuser-h5/notes", None, "must be an absolute path"),
+        ("notes/~", None, "must be an absolute path"),
+        ("~/notes/", None, 'must be normalized (no "//", ".", ".." or trailing "/")'),
+    ],
+)
+def test_a_workspace_path_that_does_not_expand_to_a_normal_absolute_one_is_refused(
+    team: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    written: str,
+    home: str | None,
+    message: str,
+) -> None:
+    if home is not None:
+        monkeypatch.setenv("HOME", home)
+    error = error_of(team, edited({12: f"path = {json.dumps(written)}"}))
+    assert error.startswith('team.toml:12: workspace "notes": path: ')
+    assert message in error

@@ -181,7 +181,8 @@ def test_a_workspace_requiring_landlock_refuses_writes_on_a_chroot_only_host(
     assert created["isError"] is True
     assert _text(created) == (
         'writing is refused in this workspace: the workspace policy requires sandbox "landlock", '
-        'this host provides "chroot"'
+        'this host provides "chroot" (to accept chroot, the operator starts serve with '
+        "--sandbox chroot)"
     )
     assert not (notes / "b.md").exists()
 

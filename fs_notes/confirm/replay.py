@@ -150,12 +150,10 @@ def default_replay_path(environ: Mapping[str, str] | None = None) -> str:
     ``fs-notes`` directory owned by this user is tightened to 0700; one that is a symlink, not a
     directory, or owned by someone else is refused (ValueError).
     """
-    env = os.environ if environ is None else environ
-    base = env.get("XDG_STATE_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".local", "state")
-    os.makedirs(base, mode=0o700, exist_ok=True)
-    directory = os.path.join(base, "fs-notes")
+    from ..statefolder import REPLAY_NAME, state_home  # where state lives: its one home
+
+    directory = state_home(environ)
+    os.makedirs(os.path.dirname(directory), mode=0o700, exist_ok=True)
     with contextlib.suppress(FileExistsError):
         os.mkdir(directory, 0o700)
     st = os.lstat(directory)
@@ -165,7 +163,7 @@ def default_replay_path(environ: Mapping[str, str] | None = None) -> str:
         raise ValueError(f"{directory} is owned by another user")
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(directory, 0o700)
-    return os.path.join(directory, "replay.sqlite3")
+    return os.path.join(directory, REPLAY_NAME)
 
 
 def _journal_mode_wal(conn: sqlite3.Connection) -> object:
