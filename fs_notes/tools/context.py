@@ -19,7 +19,6 @@ note ids and folders are checked before they reach a root (default: `fs_notes.le
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -50,6 +49,7 @@ from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent, tool_error
 from ..render import shown, shown_id
 from ..search.index import NoteIndex
+from ..statefolder import index_name
 from .granted import sole_workspace, valid_choices
 from .notecache import NoteCache
 
@@ -271,8 +271,7 @@ class NotesEnv:
             if state is None:
                 path = None
                 if self._index_dir is not None:
-                    digest = hashlib.sha256(f"{name}\0{ws.workspace.path}".encode()).hexdigest()
-                    path = os.path.join(self._index_dir, f"search-{digest[:16]}.sqlite3")
+                    path = os.path.join(self._index_dir, index_name(name, ws.workspace.path))
                 index = NoteIndex(path, label=f"workspace {name}")
                 state = self._indexes[name] = (index, FolderWatch(), threading.Lock())
             return state
