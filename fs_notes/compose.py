@@ -243,6 +243,7 @@ def build_server(
     from .tools import edit_tools, read_tools, resources, structure_tools, write_tools
     from .tools.context import NotesEnv
     from .tools.delete import DeleteTool, DirectDeleter
+    from .tools.granted import sole_workspace
     from .tools.move_tool import DirectMover, NoMover
     from .tools.move_tool import build as move_tools
     from .tools.summarize import SummarizeTool
@@ -279,9 +280,14 @@ def build_server(
         listen=listen_method(LiveNotes(env)),
     )
     dispatcher = build_dispatcher(methods)
-    # The request log names workspaces, never their paths ("": the only one, the default).
+    # The request log names workspaces, never their paths; a call without workspaceUri is
+    # logged under the principal's only workspace (tools/granted.py), the one it then uses.
     names = {ws.uri: ws.name for ws in policy.workspaces}
-    if len(policy.workspaces) == 1:
-        names[""] = policy.workspaces[0].name
     dispatcher.workspace_names = names
+
+    def default_workspace(principal: object) -> str | None:
+        uri = sole_workspace(policy, principal)
+        return names.get(uri) if uri is not None else None
+
+    dispatcher.default_workspace = default_workspace
     return dispatcher, env

@@ -7,6 +7,7 @@ And delete as people ask: notes_delete by id, the same form as by title, with on
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -362,3 +363,22 @@ def test_a_workspace_name_is_escaped_in_text_and_exact_in_structured_content(
     assert '"team\\u3164\\\\u0041"' in text and "\u3164" not in text
     assert listed["structuredContent"]["workspaces"][0]["name"] == name
     assert "\u3164" not in listed["content"][0]["text"]
+
+
+def test_a_call_without_workspace_uri_is_logged_under_the_principals_only_workspace(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The request line names the workspace the call used: bob's only one ("bobs") although
+    the policy has three; alice has two, so hers names none (the call is refused)."""
+    policy, _ = _policy(tmp_path)
+    srv = _server(tmp_path, policy)
+    try:
+        with caplog.at_level(logging.INFO, logger="fs_notes.requests"):
+            assert srv.call(Principal("bob"), "notes_list", {})["result"].get("isError") is not True
+            assert srv.call(Principal("alice"), "notes_list", {})["result"]["isError"] is True
+    finally:
+        srv.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "fs_notes.requests"]
+    assert len(lines) == 2
+    assert "principal=bob workspace=bobs method=tools/call tool=notes_list" in lines[0]
+    assert "principal=alice workspace=- method=tools/call tool=notes_list" in lines[1]

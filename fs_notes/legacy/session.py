@@ -114,7 +114,7 @@ class LegacySession:
             transport=self.transport,
             protocol=self.version,
             principal=principal.name,
-            what=self._dispatcher.asked(msg.method, msg.params),
+            what=self._dispatcher.asked(msg.method, msg.params, principal),
         )
         return response
 

@@ -61,15 +61,21 @@ class Dispatcher:
     def __init__(self, methods: dict[str, Method], executor: Executor | None = None) -> None:
         self._methods = methods
         self._executor = executor
-        #: workspace URI -> name, for the request log ("" -> the default workspace, if any)
+        #: workspace URI -> name, for the request log
         self.workspace_names: dict[str, str] = {}
+        #: the name of the workspace a principal's call without workspaceUri uses, if any
+        self.default_workspace: Callable[[Principal], str | None] = lambda _principal: None
 
     def method(self, name: str) -> Method | None:
         return self._methods.get(name)
 
-    def asked(self, method: str, params: dict[str, Any]) -> requestlog.Asked:
+    def asked(
+        self, method: str, params: dict[str, Any], principal: Principal
+    ) -> requestlog.Asked:
         """What a request asks, as its log line shows it (protocol/requestlog.py)."""
-        return requestlog.asked(method, params, self.workspace_names.get)
+        return requestlog.asked(
+            method, params, self.workspace_names.get, self.default_workspace(principal)
+        )
 
     def handle(
         self,
@@ -115,7 +121,7 @@ class Dispatcher:
                 transport=transport,
                 protocol=requestlog.version_of(msg.params),
                 principal=principal.name,
-                what=self.asked(msg.method, msg.params),
+                what=self.asked(msg.method, msg.params, principal),
             )
         return response
 
@@ -198,10 +204,12 @@ class LazyDispatcher(Dispatcher):
     def method(self, name: str) -> Method | None:
         return self._early.get(name) or self.full().method(name)
 
-    def asked(self, method: str, params: dict[str, Any]) -> requestlog.Asked:
+    def asked(
+        self, method: str, params: dict[str, Any], principal: Principal
+    ) -> requestlog.Asked:
         if method in self._early:
-            return super().asked(method, params)
-        return self.full().asked(method, params)
+            return super().asked(method, params, principal)
+        return self.full().asked(method, params, principal)
 
     def handle(
         self,

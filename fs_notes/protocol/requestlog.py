@@ -57,17 +57,23 @@ class Asked:
     note: str = NONE
 
 
-def asked(method: str, params: Mapping[str, Any], names: Callable[[str], str | None]) -> Asked:
+def asked(
+    method: str,
+    params: Mapping[str, Any],
+    names: Callable[[str], str | None],
+    default: str | None = None,
+) -> Asked:
     """The loggable part of a request. `names` maps a workspace URI to its name (None: no
-    such workspace)."""
+    such workspace); `default` is the name of the workspace a call without a URI uses (the
+    principal's only one), if any."""
     if method != "tools/call":
         return Asked(method)
     tool = params.get("name")
     arguments = params.get("arguments")
     arguments = arguments if isinstance(arguments, dict) else {}
     uri = arguments.get("workspaceUri")
-    # Without a URI: the default workspace, if the server has one.
-    workspace = (names(uri) or UNKNOWN_WORKSPACE) if isinstance(uri, str) else names("") or NONE
+    # Without a URI: the principal's default workspace, if it has one.
+    workspace = (names(uri) or UNKNOWN_WORKSPACE) if isinstance(uri, str) else default or NONE
     note = arguments.get("id")
     return Asked(
         method,

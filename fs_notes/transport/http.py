@@ -199,7 +199,7 @@ def build_app(
                     transport="http",
                     protocol=requestlog.version_of(msg.params),
                     principal=principal.name,
-                    what=dispatcher.asked(msg.method, msg.params),
+                    what=dispatcher.asked(msg.method, msg.params, principal),
                 )
                 return _json(400, error_response(msg.id, err)), True
         if isinstance(msg, Request) and msg.method == LISTEN:
