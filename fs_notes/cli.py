@@ -79,7 +79,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     while i < len(words) and words[i] != "--":  # before the command: the global options
         word = words[i]
         name = word.split("=", 1)[0]
-        if word.startswith("-") and word not in ("-h", "--help"):
+        if word in ("-h", "--help"):
+            break  # argparse prints the help and exits 0
+        if word.startswith("-"):
             if name not in top:
                 close = difflib.get_close_matches(name, top, n=1)
                 hint = f" (did you mean {close[0]}?)" if close else ""

@@ -281,3 +281,17 @@ def test_a_prefix_of_an_option_is_not_taken_for_the_option(
     result = _run(*(a.replace("{tmp}", str(tmp_path)) for a in args))
     assert result.returncode == 2
     assert "did you mean --" in result.stderr and "unrecognized arguments" in result.stderr
+
+
+def test_help_before_the_command_prints_the_usage_and_exits_0() -> None:
+    """`fs-notes --help` and `-h` (what .ci/wheel runs) print the help, not 'unknown command'."""
+    import subprocess
+    import sys
+
+    for flag in ("--help", "-h"):
+        done = subprocess.run(
+            [sys.executable, "-m", "fs_notes", flag], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("usage: fs-notes"), done.stdout
+        assert "unknown command" not in done.stderr
