@@ -3,6 +3,7 @@ needs (fs_notes/protocol/argcheck.py, checked against the reference jsonschema).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
@@ -138,20 +139,76 @@ def _plain_diff(before: str, after: str, name: str) -> str:
     return "".join(out)
 
 
+def _apply(before: str, diff: str) -> str:
+    """`patch` for one file: every hunk's context and removed lines must be `before`'s lines at
+    the numbers its header states; the result is what the diff says `after` is."""
+    from fs_notes.tools.textedit import NO_NEWLINE, _lines
+
+    old = _lines(before)
+    body = diff.split("\n", 2)[2] if diff else ""
+    out: list[str] = []
+    at = 0  # lines of `old` consumed
+    rows = body.splitlines(keepends=True)
+    i = 0
+    while i < len(rows):
+        m = re.match(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@\n$", rows[i])
+        assert m is not None, rows[i]
+        start, count = int(m.group(1)), int(m.group(2) or "1")
+        first = start - 1 if count else start  # a ",0" hunk names the line before it
+        assert first >= at
+        out += old[at:first]
+        at = first
+        i += 1
+        while i < len(rows) and not rows[i].startswith("@@"):
+            row = rows[i]
+            last = i + 1 < len(rows) and rows[i + 1] == NO_NEWLINE  # "\\ No newline ..."
+            text = row[1:].removesuffix("\n") if last else row[1:]
+            i += 2 if last else 1
+            if row[0] in " -":
+                assert old[at] == text, (at, old[at], text)
+                at += 1
+            if row[0] in " +":
+                out.append(text)
+    return "".join(out + old[at:])
+
+
 @given(
     st.lists(st.sampled_from(["a\n", "b\n", "c\n", "# H\n", "\n", "x"]), max_size=40),
     st.lists(st.sampled_from(["a\n", "b\n", "z\n", "\n", "y"]), max_size=6),
     st.integers(min_value=0, max_value=40),
     st.integers(min_value=0, max_value=6),
 )
-def test_the_bounded_diff_is_the_whole_note_diff(
+def test_the_bounded_diff_is_a_true_diff_of_the_whole_note(
     lines: list[str], inserted: list[str], at: int, cut: int
 ) -> None:
-    """Comparing only the changed region gives the same diff, numbered as the whole note."""
+    """Comparing only the changed region gives a diff that, applied to the whole note as its
+    line numbers say, makes the new note. (Not always the whole-note diff's text: on repeated
+    lines difflib may align a shorter sequence differently, and both are true diffs.)"""
     before = "".join(lines)
     at = min(at, len(lines))
     after = "".join(lines[:at] + inserted + lines[at + cut :])
-    assert unified_diff(before, after, "n.md") == _plain_diff(before, after, "n.md")
+    diff = unified_diff(before, after, "n.md")
+    if before == after:
+        assert diff == ""
+        return
+    assert diff.startswith("--- a/n.md\n+++ b/n.md\n@@ -")
+    assert _apply(before, diff) == after
+
+
+def test_a_diff_on_repeated_lines_applies_and_a_misnumbered_one_does_not() -> None:
+    before, after = "a\na\nb\na\na\na\na\n", "a\na\na\na\na\na\n"
+    diff = unified_diff(before, after, "n.md")
+    assert _apply(before, diff) == after
+    assert _apply(before, _plain_diff(before, after, "n.md")) == after
+    # the control: the same hunk said to start one line later is caught
+    shifted = "--- a/n.md\n+++ b/n.md\n@@ -2,6 +2,5 @@\n a\n a\n-b\n a\n a\n a\n"
+    with pytest.raises(AssertionError):
+        _apply(before, shifted)
+    # and a bounded diff of a change far into a long note is numbered as the whole note
+    long = "".join(f"line {i}\n" for i in range(100))
+    diff = unified_diff(long, long.replace("line 50\n", "fifty\n"), "n.md")
+    assert "@@ -48,7 +48,7 @@\n" in diff
+    assert _apply(long, diff) == long.replace("line 50\n", "fifty\n")
 
 
 def test_a_huge_or_pathological_change_is_summarised_and_counting_is_linear() -> None:
