@@ -7,8 +7,13 @@ Landlock (the test must then prove the landlock worker refuses to start: fail cl
 that did not hide it is a failure); otherwise "fail" when CI=true or FS_NOTES_EXPECT_LANDLOCK is
 set, and "skip" only on a developer machine. `requirement("chroot")` is "run", else "fail" under
 CI=true, else "skip". `requirement("view")` (the server's private view, sandbox/view.py) is
-"run" where it can be built (root), else "fail" under CI=true, else "skip". A test helper: the
-product never reads these variables.
+"run" where it can be built (root), else "fail" under CI=true, else "skip". `requirement("root")`
+is "run" as root, else "fail" under CI=true, else "skip".
+
+The regular-user pass (FS_NOTES_TEST_UNPRIVILEGED=1, set by .ci/run when a regular user runs
+it): what needs root ("view", "root") answers "unprivileged" when this process is not root - the
+test must then prove what a regular user gets instead (the server says so and refuses, or runs
+without it as documented), never skip. A test helper: the product never reads these variables.
 
 Does not: import pytest (the tests turn the verdict into pytest.fail / pytest.skip), or probe
 more than once per process.
@@ -22,7 +27,12 @@ from typing import Literal
 
 from fs_notes.sandbox.probe import HostReport, probe
 
-Verdict = Literal["run", "hidden", "fail", "skip"]
+Verdict = Literal["run", "hidden", "fail", "skip", "unprivileged"]
+
+
+def unprivileged_pass() -> bool:
+    """The regular-user pass: tests/conftest.py has checked that it does not run as root."""
+    return os.environ.get("FS_NOTES_TEST_UNPRIVILEGED") == "1" and os.geteuid() != 0
 
 
 @functools.cache
@@ -30,14 +40,22 @@ def host_report() -> HostReport:
     return probe()
 
 
-def requirement(layer: Literal["landlock", "chroot", "view"]) -> tuple[Verdict, str]:
+def requirement(layer: Literal["landlock", "chroot", "view", "root"]) -> tuple[Verdict, str]:
     ci = os.environ.get("CI", "").lower() == "true"
+    if layer == "root":
+        if os.geteuid() == 0:
+            return "run", ""
+        if unprivileged_pass():
+            return "unprivileged", "not root"
+        return ("fail" if ci else "skip"), "needs root"
     if layer == "view":
         from fs_notes.sandbox.view import unavailable_reason
 
         reason = unavailable_reason()
         if reason is None:
             return "run", ""
+        if unprivileged_pass():
+            return "unprivileged", f"no private view: {reason}"
         return ("fail" if ci else "skip"), f"no private view: {reason}"
     if layer == "chroot":
         report = host_report()

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import mountns
 import psutil
 import pytest
 from wire import REPO, StdioServer, call_tool, child_env
@@ -27,10 +28,9 @@ FORM: dict[str, object] = {"elicitation": {"form": {}}}
 
 
 def _need_root() -> None:
-    if os.geteuid() != 0:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI runs as root: the fault tests must run")
-        pytest.skip("mounting a tmpfs or FUSE filesystem needs root")
+    """Every test here that mounts is marked `mounts`: as a regular user, tests/conftest.py
+    runs it in a user and mount namespace of its own, where it may mount."""
+    assert mountns.can_mount(), "a test that mounts is not marked @pytest.mark.mounts"
 
 
 @pytest.fixture
@@ -45,6 +45,30 @@ def tiny(tmp_path: Path) -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def fuse(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """(source, mounted): `mounted` is a FUSE filesystem (bindfs) showing `source`. Mounted
+    here, in the fixture: as a regular user the test's body runs with no capability."""
+    _need_root()
+    source, mounted = tmp_path / "src", tmp_path / "fuse"
+    source.mkdir()
+    mounted.mkdir()
+    # In the foreground, so the teardown can end it even where it cannot unmount (a regular
+    # user's namespace, capabilities dropped): a daemon left behind would keep that namespace.
+    daemon = subprocess.Popen(["bindfs", "-f", "--no-allow-other", str(source), str(mounted)])
+    try:
+        deadline = time.monotonic() + 10
+        while not os.path.ismount(mounted):
+            assert daemon.poll() is None, f"bindfs exited {daemon.returncode}"
+            assert time.monotonic() < deadline, "bindfs did not mount in 10 s"
+            time.sleep(0.02)
+        yield source, mounted
+    finally:
+        subprocess.run(["umount", str(mounted)], check=False, capture_output=True)
+        daemon.terminate()
+        daemon.wait(timeout=10)
 
 
 def _fill(folder: Path) -> None:
@@ -68,6 +92,7 @@ def _leftovers(ws: Path) -> list[str]:
     return sorted(p.name for p in ws.iterdir() if p.name.startswith(".fs-notes-tmp-"))
 
 
+@pytest.mark.mounts
 def test_a_full_disk_leaves_every_note_whole_and_says_so(tiny: Path) -> None:
     ws = tiny / "notes"
     ws.mkdir()
@@ -94,6 +119,7 @@ def test_a_full_disk_leaves_every_note_whole_and_says_so(tiny: Path) -> None:
     assert "No space left on device" not in updated["result"]["content"][0]["text"].split(":")[0]
 
 
+@pytest.mark.mounts
 def test_an_audit_log_that_cannot_be_written_stops_the_deletion(tiny: Path, tmp_path: Path) -> None:
     ws = tmp_path / "notes"
     ws.mkdir()
@@ -286,18 +312,14 @@ def test_a_damaged_replay_database_or_audit_log_stops_the_start(tmp_path: Path) 
         assert server.close() == 0
 
 
-def test_a_replay_database_on_fuse_is_refused_at_start_up(tmp_path: Path) -> None:
-    _need_root()
-    source, mounted = tmp_path / "src", tmp_path / "fuse"
-    source.mkdir()
-    mounted.mkdir()
-    subprocess.run(["bindfs", str(source), str(mounted)], check=True)
-    try:
-        ws = tmp_path / "notes"
-        ws.mkdir()
-        refused = _start(str(ws), "--replay-db", str(mounted / "replay.db"))
-    finally:
-        subprocess.run(["umount", str(mounted)], check=False)
+@pytest.mark.mounts
+def test_a_replay_database_on_fuse_is_refused_at_start_up(
+    tmp_path: Path, fuse: tuple[Path, Path]
+) -> None:
+    source, mounted = fuse
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    refused = _start(str(ws), "--replay-db", str(mounted / "replay.db"))
     assert refused.returncode == 2
     assert refused.stderr == (
         f"fs-notes: the replay database {mounted / 'replay.db'}: it is on a FUSE filesystem, "
@@ -307,26 +329,20 @@ def test_a_replay_database_on_fuse_is_refused_at_start_up(tmp_path: Path) -> Non
     assert list(source.iterdir()) == []  # nothing was created there
 
 
+@pytest.mark.mounts
 def test_a_state_folder_on_fuse_beside_a_shared_store_is_refused_at_start_up(
-    tmp_path: Path,
+    tmp_path: Path, fuse: tuple[Path, Path]
 ) -> None:
     """With a shared replay store the state folder holds only SQLite search indexes, which a
     network or FUSE filesystem would serve with unreliable locks (issue 18)."""
-    _need_root()
-    source, mounted = tmp_path / "src", tmp_path / "fuse"
-    source.mkdir()
-    mounted.mkdir()
+    source, mounted = fuse
     keys = tmp_path / "keys"
     keys.write_text("k" * 44)
     keys.chmod(0o600)
     ws = tmp_path / "notes"
     ws.mkdir()
     store = ["--replay-store", "redis://127.0.0.1:9/0", "--state-key-file", str(keys)]
-    subprocess.run(["bindfs", str(source), str(mounted)], check=True)
-    try:
-        refused = _start(str(ws), *store, "--state-dir", str(mounted / "state"))
-    finally:
-        subprocess.run(["umount", str(mounted)], check=False)
+    refused = _start(str(ws), *store, "--state-dir", str(mounted / "state"))
     assert refused.returncode == 2
     assert refused.stderr == (
         f"fs-notes: --state-dir {mounted / 'state'} is on a FUSE filesystem: each instance "
@@ -367,6 +383,7 @@ def test_state_files_that_are_not_regular_files_stop_the_start_without_hanging(
     assert device.returncode == 2 and "not a regular file" in device.stderr
 
 
+@pytest.mark.mounts
 def test_a_full_disk_never_leaves_half_an_audit_record(tiny: Path, tmp_path: Path) -> None:
     from fs_notes.confirm.audit import AuditLog
 
@@ -386,22 +403,16 @@ def test_a_full_disk_never_leaves_half_an_audit_record(tiny: Path, tmp_path: Pat
     AuditLog(tiny / "audit.jsonl").close()  # it opens again: no torn last line
 
 
+@pytest.mark.mounts
 def test_a_replay_database_reached_through_a_symlink_into_fuse_is_refused(
-    tmp_path: Path,
+    tmp_path: Path, fuse: tuple[Path, Path]
 ) -> None:
-    _need_root()
-    source, mounted = tmp_path / "src", tmp_path / "fuse"
-    source.mkdir()
-    mounted.mkdir()
+    source, mounted = fuse
     link = tmp_path / "replay.db"
     link.symlink_to(mounted / "replay.db")
-    subprocess.run(["bindfs", str(source), str(mounted)], check=True)
-    try:
-        ws = tmp_path / "notes"
-        ws.mkdir()
-        refused = _start(str(ws), "--replay-db", str(link))
-    finally:
-        subprocess.run(["umount", str(mounted)], check=False)
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    refused = _start(str(ws), "--replay-db", str(link))
     assert refused.returncode == 2
     assert "it is on a FUSE filesystem" in refused.stderr
     assert list(source.iterdir()) == []

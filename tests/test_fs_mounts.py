@@ -1,8 +1,8 @@
 """Layer 2 and mount points inside the workspace (a tmpfs, a same-device bind mount of a folder
-outside, a bind mount of an outside file over a note). Mounting needs root and a private mount
-namespace, so each scenario runs in a child started with ``unshare -m --propagation private``:
-nothing it mounts is visible to, or left behind for, anyone else. Without unshare/root the tests
-fail under CI=true and are skipped otherwise."""
+outside, a bind mount of an outside file over a note). Each scenario runs in a child with a
+private mount namespace (tests/mountns.py: ``unshare -m`` as root; as a regular user, in a user
+namespace of its own too): nothing it mounts is visible to, or left behind for, anyone else.
+Without unshare the tests fail under CI=true and are skipped otherwise."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mountns import command_prefix
 from test_fs_support import RESOLVERS, unavailable
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,21 +66,20 @@ print(json.dumps(results))
 
 
 def _scenario(tmp_path: Path, resolver: str, policy: str, hide_mount_ids: bool) -> dict[str, Any]:
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None:
-        unavailable("mount tests need root, unshare and mount")
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        unavailable("mount tests need unshare and mount")
     (tmp_path / "ws" / "mnt").mkdir(parents=True)
     (tmp_path / "ws" / "bind").mkdir()
     (tmp_path / "ws" / "f.md").write_bytes(b"placeholder")
     (tmp_path / "ws" / "note.md").write_bytes(b"inside")
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "secret.md").write_bytes(b"SECRET")
-    probe = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "true"], capture_output=True, check=False
-    )
+    prefix, _ = command_prefix()  # as a regular user: a user namespace of its own too
+    probe = subprocess.run([*prefix, "true"], capture_output=True, check=False)
     if probe.returncode != 0:
         unavailable(f"unshare -m failed: {probe.stderr.decode(errors='replace').strip()}")
     args = [str(tmp_path), resolver, policy, "1" if hide_mount_ids else "0"]
-    cmd = ["unshare", "-m", "--propagation", "private", sys.executable, "-c", CHILD, *args]
+    cmd = [*prefix, sys.executable, "-c", CHILD, *args]
     env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60, check=False)
     assert done.returncode == 0, done.stderr

@@ -38,6 +38,20 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def device_node(path: Path) -> bool:
+    """Make a character device at `path` like /dev/null: True as root. A regular user cannot
+    (the kernel refuses mknod of a device without CAP_MKNOD, in any namespace), so a device node
+    in their folder is one root put there: the test then proves that refusal, nothing is made,
+    and returns False - the layer's own refusal is what the root pass proves."""
+    if os.geteuid() == 0:
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        return True
+    with pytest.raises(PermissionError):
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    assert not os.path.lexists(path)
+    return False
+
+
 def tree_state(base: Path) -> dict[str, Entry]:
     """Every entry beneath ``base`` (not following symlinks): type+mode, inode, size, mtime,
     atime, ctime, links, and the bytes of regular files or the target of symlinks."""

@@ -43,11 +43,14 @@ def c_call(fn, *args):
 
 def attacks(target, scratch, victim_pid):
     t = target.encode()
+    # as root: give the file to nobody; as a regular user (who may only chown to themselves,
+    # which the control shows the kernel allows): to their own ids - the call is what is refused
+    uid, gid = (65534, 65534) if os.geteuid() == 0 else (os.getuid(), os.getgid())
     return {
         "chmod": lambda: os.chmod(target, 0o4777),
         "fchmod": lambda: os.fchmod(os.open(target, os.O_RDONLY), 0o4777),
-        "chown": lambda: os.chown(target, 65534, 65534),
-        "fchown": lambda: os.fchown(os.open(target, os.O_RDONLY), 65534, 65534),
+        "chown": lambda: os.chown(target, uid, gid),
+        "fchown": lambda: os.fchown(os.open(target, os.O_RDONLY), uid, gid),
         "utime": lambda: os.utime(target, (0, 0)),
         "setxattr": lambda: os.setxattr(target, "user.pwned", b"1"),
         "removexattr": lambda: os.removexattr(target, "user.keep"),

@@ -687,8 +687,12 @@ def _good_hello(mode: Mode) -> dict[str, object]:
             "scoped": ll.scopes(7),
             "effective_caps": 0b1010,
         }
+    uid = os.geteuid()
     if mode == "chroot":
         confinement = {"effective_caps": 0b1010}
+        if os.geteuid() != 0:  # a regular user's worker chroots in a user namespace, as uid 0
+            confinement |= {"user_namespace": True, "uid": 0}
+            uid = 0
     if mode != "none":
         confinement["seccomp"] = {"profile": "delete", "denied": 80, "unknown": []}
     return {
@@ -696,7 +700,7 @@ def _good_hello(mode: Mode) -> dict[str, object]:
         "kind": "delete",
         "mode": mode,
         "no_new_privs": True,
-        "uid": os.geteuid(),
+        "uid": uid,
         "fds": [0, 1, 2, 10, 11],
         "confinement": confinement,
     }
@@ -725,6 +729,20 @@ TAMPERED: list[tuple[Mode, str, object]] = [
 def test_an_honest_hello_is_accepted() -> None:
     for mode in ("landlock", "chroot", "none"):
         _checker(mode)._check_hello({"ok": True, "hello": _good_hello(mode)}, 42, 11)
+
+
+def test_a_regular_user_s_chroot_worker_must_say_it_is_in_a_user_namespace() -> None:
+    hello = _good_hello("chroot")
+    if os.geteuid() == 0:  # root chroots without one: nothing to say, and its uid is root's
+        assert "user_namespace" not in hello["confinement"] and hello["uid"] == 0  # type: ignore[operator]
+        return
+    for field, value in (("user_namespace", False), ("uid", os.geteuid())):
+        told = {**hello, "confinement": {**hello["confinement"], field: value}}  # type: ignore[dict-item]
+        with pytest.raises(ConfinementError, match="does not match"):
+            _checker("chroot")._check_hello({"ok": True, "hello": told}, 42, 11)
+    with pytest.raises(ConfinementError, match="does not match"):  # its own uid, not 0
+        _checker("chroot")._check_hello({"ok": True, "hello": {**hello, "uid": os.geteuid()}},
+                                        42, 11)  # fmt: skip
 
 
 @pytest.mark.parametrize(("mode", "field", "value"), TAMPERED)
