@@ -37,7 +37,7 @@ which may have put anything at any name of the state folder):
   on the -shm file: its "dead man switch" byte), so an index a running server uses, even one
   started by an older fs-notes, is never removed.
 - Nothing that is not a regular file is ever opened on purpose, followed or removed: names
-  are `lstat`ed first (the lock file, made if missing, is opened at once) and every open is
+  are `lstat`ed first (a lock file is made with `O_EXCL` if missing) and every open is
   `O_NOFOLLOW|O_NONBLOCK` then `fstat`ed (a FIFO planted at a name never blocks), and a name
   that is not a regular file is reported as what it is (`kind`). Only an index's own regular
   files, by name beneath the state folder's descriptor (opened without following a symlink),
@@ -297,25 +297,19 @@ def _open_lock(dir_fd: int, digest: str) -> tuple[int, bool]:
     """The index's lock file, opened, and whether this made it (0600). OSError naming it if
     it is not a regular file (whose it is does not matter: it is never written)."""
     name = lock_name(digest)
-    for _ in range(8):  # made, or there: unless it is removed in between each time
+    for _ in range(8):  # made, or there: unless it is removed or replaced each time
+        with contextlib.suppress(FileExistsError):  # O_EXCL: never through a symlink
+            flags = os.O_RDONLY | os.O_CREAT | os.O_EXCL | _OPEN
+            return os.open(name, flags, 0o600, dir_fd=dir_fd), True
+        fd = _open_regular(dir_fd, name, os.O_RDONLY)
+        if fd is not None:
+            return fd, False
         try:
-            fd, made = os.open(name, os.O_RDONLY | os.O_CREAT | os.O_EXCL | _OPEN, 0o600,
-                               dir_fd=dir_fd), True  # fmt: skip
-        except FileExistsError:
-            try:
-                fd, made = os.open(name, os.O_RDONLY | _OPEN, dir_fd=dir_fd), False
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENXIO):
-                    raise
-                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-                raise OSError(exc.errno, f"{name} is {kind(st.st_mode)}: remove it") from None
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISREG(mode):
-            return fd, made
-        os.close(fd)
-        raise OSError(errno.EPERM, f"{name} is {kind(mode)}: remove it")
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):  # never opened
+            raise OSError(errno.EPERM, f"{name} is {kind(mode)}: remove it")
     raise OSError(errno.EBUSY, f"{name} was removed again and again: retry")
 
 

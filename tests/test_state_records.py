@@ -188,6 +188,22 @@ def test_a_fifo_at_an_index_shm_never_hangs_serves_pruning(tmp_path: Path) -> No
     assert not record.exists() and stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
+def test_a_fifo_at_the_lock_files_name_stops_serve_with_what_to_do_never_a_hang(
+    tmp_path: Path,
+) -> None:
+    state = _state(tmp_path)
+    folder = _folder(tmp_path)
+    fifo = state / f"search-{_digest(folder)}.lock"
+    os.mkfifo(fifo)
+    done = _run(state, "serve", str(folder), timeout=30)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f'fs-notes: the state folder {state}: cannot record the search index of workspace '
+        f'"notes": {fifo.name} is a FIFO (never opened): remove it'
+    )
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
 # 4. serve's claim waited for its lock without end: one process holding it hung the start-up.
 
 
