@@ -9,13 +9,19 @@ that still serves one builds it again). Each file removed is named with its size
 
 Guarantees (statefolder.py's): an index a running server holds or has open is never removed
 (it is reported, and the exit status is 1); nothing but an index's own regular files, by name
-beneath the state folder's descriptor, is removed; a symbolic link is neither followed nor
-removed. What is not per folder stays: the replay database (spent confirmation nonces: random
-values and times, no note text) and the key ring; the README says how to remove them.
+beneath the state folder's descriptor, is removed; a name that is not a regular file (a
+symbolic link, a FIFO, a directory...) is never followed or opened, and is reported as what
+it is; a file another hard link keeps is reported kept, not removed (its data would stay).
+A record that is not believed (statefolder.py says when) is named with why, and its index
+counts as one without a record. `--stale` and the pruning also remove temporary records an
+interrupted write left (older than a minute), each named. One index that fails (whatever
+the error) is reported kept and never stops the others, nor serve from starting. What is
+not per folder stays: the replay database (spent confirmation nonces: random values and
+times, no note text) and the key ring; the README says how to remove them.
 
-Exit status: 0 (also when there was nothing to remove), 1 when an index could not be removed
-(in use, or an OS error), 2 for a usage error (no FOLDER and no --stale, or both; a state
-folder that is a symbolic link or not a folder).
+Exit status: 0 (also when there was nothing to remove), 1 when a file of an index was not
+removed (in use, not a regular file, another hard link, an OS error), 2 for a usage error (no
+FOLDER and no --stale, or both; a state folder that is a symbolic link or not a folder).
 """
 
 from __future__ import annotations
@@ -33,13 +39,16 @@ from .errors import ConfigError
 from .policy import Policy, PolicyError
 from .render import shown
 from .statefolder import (
+    LEFTOVER_WHY,
     Claim,
     Held,
     IndexFiles,
     exclusive,
     index_digest,
     open_folder,
+    record_name,
     remove,
+    remove_leftovers,
     scan,
     state_home,
 )
@@ -53,11 +62,12 @@ DAY = 86400.0
 class Outcome:
     removed: list[dict[str, object]] = field(default_factory=list)
     kept: list[dict[str, object]] = field(default_factory=list)
+    unbelieved: list[dict[str, str]] = field(default_factory=list)  # records: path, reason
 
     def to_json(self, state_dir: str) -> dict[str, object]:
         total = sum(int(str(r["bytes"])) for r in self.removed)
         return {"state_dir": state_dir, "removed": self.removed, "kept": self.kept,
-                "removed_bytes": total}  # fmt: skip
+                "unbelieved": self.unbelieved, "removed_bytes": total}  # fmt: skip
 
 
 def _gone(folder: str) -> bool:
@@ -70,6 +80,8 @@ def _gone(folder: str) -> bool:
 
 def stale_reason(entry: IndexFiles, now: float, unused_days: float) -> str | None:
     """Why `entry` is stale (None: it is not)."""
+    if entry.unbelieved is not None:
+        return f"its record is not believed: {entry.unbelieved}"
     if entry.folder is None:
         return "no record of its folder (made before fs-notes kept one)"
     if _gone(entry.folder):
@@ -89,9 +101,12 @@ def sweep(
     select: Callable[[IndexFiles], str | None],
     *,
     skip: frozenset[str] = frozenset(),
+    leftovers: bool = False,
 ) -> Outcome:
     """Remove every index of `state_dir` that `select` gives a reason for (digests in `skip`
-    are left). OSError/ConfigError for a state folder that cannot be opened."""
+    are left), and with `leftovers` the old temporary records of every index. One index that
+    fails is reported kept, never stops the others. OSError/ConfigError for a state folder
+    that cannot be opened."""
     try:
         dir_fd = open_folder(state_dir)
     except FileNotFoundError:
@@ -102,30 +117,70 @@ def sweep(
     out = Outcome()
     try:
         for entry in scan(dir_fd):
-            reason = select(entry) if entry.digest not in skip else None
-            if reason is None:
-                continue
-            about = {"workspace": entry.workspace, "folder": entry.folder, "why": reason}
-            for name in entry.links:
-                out.kept.append({**about, "path": os.path.join(state_dir, name),
-                                 "reason": "a symbolic link (never followed)"})  # fmt: skip
+            if entry.unbelieved is not None:
+                out.unbelieved.append({"path": os.path.join(state_dir, record_name(entry.digest)),
+                                       "reason": entry.unbelieved})  # fmt: skip
             try:
-                with exclusive(dir_fd, entry):
-                    done = remove(dir_fd, entry)
-            except Held as exc:
-                for name in sorted(entry.files):
-                    out.kept.append({**about, "path": os.path.join(state_dir, name),
-                                     "reason": f"in use: {exc}; stop it first"})  # fmt: skip
-                continue
-            except OSError as exc:
-                out.kept.append({**about, "path": os.path.join(state_dir, f"search-{entry.digest}"),
-                                 "reason": exc.strerror or str(exc)})  # fmt: skip
-                continue
-            for name, size in sorted(done.items()):
-                out.removed.append({**about, "path": os.path.join(state_dir, name), "bytes": size})
+                _sweep_one(dir_fd, state_dir, entry, select, entry.digest in skip, leftovers, out)
+            except Exception as exc:  # fail closed for this index: kept, and the others go on
+                what = f"not handled: {type(exc).__name__}: {exc}"
+                out.kept.append({"workspace": None, "folder": None, "why": None,
+                                 "path": os.path.join(state_dir, f"search-{entry.digest}.*"),
+                                 "reason": what})  # fmt: skip
     finally:
         os.close(dir_fd)
     return out
+
+
+def _sweep_one(
+    dir_fd: int,
+    state_dir: str,
+    entry: IndexFiles,
+    select: Callable[[IndexFiles], str | None],
+    skipped: bool,
+    leftovers: bool,
+    out: Outcome,
+) -> None:
+    reason = None if skipped else select(entry)
+    if reason is None:
+        if leftovers:
+            done: dict[str, int] = {}
+            remove_leftovers(dir_fd, entry, done)  # the young ones: being written, left
+            _report(out, state_dir, entry, LEFTOVER_WHY, done, {})
+        return
+    about = {"workspace": entry.workspace, "folder": entry.folder, "why": reason}
+    for name, what in sorted(entry.others.items()):
+        out.kept.append({**about, "path": os.path.join(state_dir, name), "reason": what})
+    try:
+        with exclusive(dir_fd, entry):
+            removed, kept = remove(dir_fd, entry)
+    except Held as exc:
+        for name in sorted([*entry.files, *entry.leftovers]):
+            out.kept.append({**about, "path": os.path.join(state_dir, name),
+                             "reason": f"in use: {exc}; stop it first"})  # fmt: skip
+        return
+    except OSError as exc:
+        out.kept.append({**about, "path": os.path.join(state_dir, f"search-{entry.digest}.*"),
+                         "reason": exc.strerror or str(exc)})  # fmt: skip
+        return
+    _report(out, state_dir, entry, reason, removed, kept)
+
+
+def _report(
+    out: Outcome,
+    state_dir: str,
+    entry: IndexFiles,
+    reason: str,
+    removed: dict[str, int],
+    kept: dict[str, str],
+) -> None:
+    for name, size in sorted(removed.items()):
+        why = LEFTOVER_WHY if name in entry.leftovers else reason
+        out.removed.append({"workspace": entry.workspace, "folder": entry.folder, "why": why,
+                            "path": os.path.join(state_dir, name), "bytes": size})  # fmt: skip
+    for name, what in sorted(kept.items()):
+        out.kept.append({"workspace": entry.workspace, "folder": entry.folder, "why": reason,
+                         "path": os.path.join(state_dir, name), "reason": what})  # fmt: skip
 
 
 def prune_unused(state_dir: str, unused_days: float, serving: frozenset[str]) -> Outcome:
@@ -135,11 +190,19 @@ def prune_unused(state_dir: str, unused_days: float, serving: frozenset[str]) ->
         return Outcome()
     now = time.time()
     try:
-        out = sweep(state_dir, lambda e: _unused(e, now, unused_days), skip=serving)
-    except (ConfigError, OSError) as exc:
-        log.warning("unused search indexes were not pruned: %s", exc)
+        out = sweep(
+            state_dir, lambda e: _unused(e, now, unused_days), skip=serving, leftovers=True
+        )
+    except Exception as exc:  # serve starts all the same: pruning is housekeeping
+        log.warning("unused search indexes were not pruned: %s", shown(str(exc)))
         return Outcome()
+    for record in out.unbelieved:
+        log.warning("record not believed %s: %s", shown(record["path"]), shown(record["reason"]))
     for item in out.removed:
+        if item["why"] == LEFTOVER_WHY:
+            log.info("removed %s (%s bytes): %s", shown(str(item["path"])), item["bytes"],
+                     LEFTOVER_WHY)  # fmt: skip
+            continue
         log.info(
             "pruned %s (%s bytes): the search index of %s, %s",
             shown(str(item["path"])),
@@ -148,7 +211,7 @@ def prune_unused(state_dir: str, unused_days: float, serving: frozenset[str]) ->
             item["why"],
         )
     for item in out.kept:
-        log.info("not pruned %s: %s", shown(str(item["path"])), item["reason"])
+        log.info("not pruned %s: %s", shown(str(item["path"])), shown(str(item["reason"])))
     return out
 
 
@@ -215,7 +278,9 @@ def forget(args: argparse.Namespace) -> int:
         outcome = sweep(state_dir, select)
     else:
         now = time.time()
-        outcome = sweep(state_dir, lambda e: stale_reason(e, now, args.unused_days))
+        outcome = sweep(
+            state_dir, lambda e: stale_reason(e, now, args.unused_days), leftovers=True
+        )
     if args.json:
         print(json.dumps(outcome.to_json(state_dir), indent=2))
     else:
@@ -224,10 +289,15 @@ def forget(args: argparse.Namespace) -> int:
 
 
 def _print(outcome: Outcome, state_dir: str, folder: str | None) -> None:
+    for record in outcome.unbelieved:
+        print(f"record not believed {shown(record['path'])}: {shown(record['reason'])}; "
+              "its index counts as one without a record")  # fmt: skip
     for item in outcome.removed:
-        print(f"removed {shown(str(item['path']))} ({_human(int(str(item['bytes'])))})")
+        size = _human(int(str(item["bytes"])))
+        why = f": {LEFTOVER_WHY}" if item["why"] == LEFTOVER_WHY else ""
+        print(f"removed {shown(str(item['path']))} ({size}){why}")
     for item in outcome.kept:
-        print(f"not removed {shown(str(item['path']))}: {item['reason']}")
+        print(f"not removed {shown(str(item['path']))}: {shown(str(item['reason']))}")
     total = sum(int(str(r["bytes"])) for r in outcome.removed)
     if outcome.removed:
         print(f"{len(outcome.removed)} files, {_human(total)}, removed from {shown(state_dir)}")

@@ -4,28 +4,57 @@ Where (docs/interface.md, README "What fs-notes keeps on disk"):
 - the state folder: `$XDG_STATE_HOME/fs-notes` (else `~/.local/state/fs-notes`), or --state-dir,
   or the folder of --replay-db. It holds the replay database (`replay.sqlite3`, -wal, -shm),
   the kept key ring (`state.keys`) and, per workspace, a search index
-  (`search-<digest>.sqlite3`, -wal, -shm) with its record (`search-<digest>.json`);
+  (`search-<digest>.sqlite3`, -wal, -shm) with its record (`search-<digest>.json`) and its
+  lock file (`search-<digest>.lock`);
 - the configuration folder: `$XDG_CONFIG_HOME/fs-notes` (else `~/.config/fs-notes`), where
   `fs-notes init` writes `policy.toml` and `state.keys`.
 
-Guarantees:
+Guarantees (the attacker: another process of this user, or an earlier fs-notes that crashed,
+which may have put anything at any name of the state folder):
 - An index's name is a digest of its workspace's name and folder (`index_name`); its record
-  names both, so `fs-notes forget FOLDER` and `--stale` can tell whose it is. `serve` writes the
-  record (whole: a temporary file linked into place, 0600, never through a symlink) and holds a
-  shared `flock` on it for as long as it runs (`claim`), and touches it at start and at stop:
-  its modification time is when the folder was last served.
-- `Held`: a removal takes the exclusive lock without waiting (a running server's shared one
-  refuses it), and also refuses an index some process has open (SQLite's own lock on the -shm
-  file: its "dead man switch" byte), so an index a running server uses, even one started by an
-  older fs-notes that kept no record, is never removed.
-- Only regular files whose names are an index's are ever removed, by name beneath the state
-  folder's descriptor (opened without following a symlink): a symbolic link there is never
-  followed, and nothing outside the folder is touched.
+  names both, so `fs-notes forget FOLDER` and `--stale` can tell whose it is. A record is
+  believed only if it is a regular file of at most 64 KiB holding a JSON object whose
+  workspace and folder are valid Unicode text (no lone surrogate), the folder absolute, and
+  whose digest is its file name's; any other is named with why (`IndexFiles.unbelieved`) and
+  its index counts as one without a record.
+- Lock and record are two files. `search-<digest>.lock` (empty, 0600) is the lock: `serve`
+  holds a shared `flock` on it for as long as it runs (`Claim`), and nothing rewrites or
+  replaces it, so a running server's lock stays on the inode every later claim and removal
+  opens; only a removal holding it exclusively unlinks it (last), and a claim that waited
+  checks that the name still is the inode it locked. The record is data only: `serve` keeps
+  one that is already exactly its own (a regular file of this uid, one link), else writes it
+  whole into a temporary file (0600, `O_EXCL`) renamed into place, so it never writes
+  through a link planted at the name (the lock file is never written: whose it is, or how
+  many links it has, does not matter to a lock); the fd of the file it checked or made stays
+  open, and the same bytes are written through it again at stop (no utimensat, which the
+  confined server may not call): the record's modification time is when the folder was last
+  served.
+- A claim never waits without end: it retries the lock without blocking for `LOCK_WAIT`
+  seconds, then fails naming the lock file (the caller exits 2).
+- `Held`: a removal opens (or makes) the lock file and takes the exclusive lock without
+  waiting (a running server's shared one refuses it); it also refuses the lock an older
+  fs-notes held on the record itself, and an index some process has open (SQLite's own lock
+  on the -shm file: its "dead man switch" byte), so an index a running server uses, even one
+  started by an older fs-notes, is never removed.
+- Nothing that is not a regular file is ever opened on purpose, followed or removed: names
+  are `lstat`ed first (a lock file is made with `O_EXCL` if missing) and every open is
+  `O_NOFOLLOW|O_NONBLOCK` then `fstat`ed (a FIFO planted at a name never blocks), and a name
+  that is not a regular file is reported as what it is (`kind`). Only an index's own regular
+  files, by name beneath the state folder's descriptor (opened without following a symlink),
+  are removed; nothing outside the folder is touched.
+  A file with other hard links is not removed and not called removed (its data would stay).
+- Temporary records an interrupted write left (`.search-<digest>.json.<hex>.tmp`) are removed
+  once older than `LEFTOVER_AGE` (a minute), regular files only.
 
 Does not: know indexes kept in other state folders (each --state-dir is its own), remove the
-replay database or the key ring (they are not per folder: see forget.py), or lock against a
-server that opens an index after the check (a server takes its lock before it opens one, and
-waits for a removal in progress to end).
+replay database or the key ring (they are not per folder: see forget.py), close the race of a
+name replaced between its `lstat` and its `unlink` (unlink takes a name, not an fd: the
+other process could as well unlink it itself), keep a running server's claim against a
+process that unlinks or replaces the lock file itself (this user's processes can), or say
+exactly when a folder was last served when a second server replaced an unbelieved record
+(the first then touches the replaced inode at stop), or lock out an older fs-notes (one that
+kept no lock file) that opens an index after the check. As root, the owner checks compare with
+uid 0 and file permissions check nothing.
 """
 
 from __future__ import annotations
@@ -40,8 +69,9 @@ import re
 import secrets
 import stat
 import struct
+import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 APP = "fs-notes"
 REPLAY_NAME = "replay.sqlite3"
@@ -49,8 +79,16 @@ KEYS_NAME = "state.keys"
 POLICY_NAME = "policy.toml"
 #: The files of one SQLite database besides the main one.
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
-_INDEX = re.compile(r"search-([0-9a-f]{16})\.(sqlite3(?:-wal|-shm|-journal)?|json)")
+_INDEX = re.compile(r"search-([0-9a-f]{16})\.(sqlite3(?:-wal|-shm|-journal)?|json|lock)")
+#: A temporary record (`_write_record`'s), left behind if a write was interrupted.
+_LEFTOVER = re.compile(r"\.search-([0-9a-f]{16})\.json\.[0-9a-f]{12}\.tmp")
 MAX_RECORD_BYTES = 1 << 16
+#: How long a claim retries a lock a removal holds (a removal holds it a moment only).
+LOCK_WAIT = 5.0
+#: A temporary record older than this (seconds) is left from an interrupted write.
+LEFTOVER_AGE = 60.0
+LEFTOVER_WHY = "a temporary record left by an interrupted write"
+_OPEN = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # SQLite's unix VFS: every connection to a WAL database holds a read lock on this byte of the
 # -shm file while it has the file mapped (UNIX_SHM_DMS, 120 + 8 lock slots).
 _SHM_DMS = 128
@@ -88,16 +126,41 @@ def record_name(digest: str) -> str:
     return f"search-{digest}.json"
 
 
+def lock_name(digest: str) -> str:
+    return f"search-{digest}.lock"
+
+
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link (never followed)"),
+    (stat.S_ISDIR, "a directory (never entered)"),
+    (stat.S_ISFIFO, "a FIFO (never opened)"),
+    (stat.S_ISSOCK, "a socket (never opened)"),
+    (stat.S_ISCHR, "a character device (never opened)"),
+    (stat.S_ISBLK, "a block device (never opened)"),
+)
+
+
+def kind(mode: int) -> str:
+    """What a file that is not a regular file is, as a report names it."""
+    for test, what in _KINDS:
+        if test(mode):
+            return what
+    return "not a regular file (never opened)"
+
+
 @dataclass
 class IndexFiles:
-    """One index in a state folder: its digest, its files (name -> bytes) and its record."""
+    """One index in a state folder: its digest, its regular files (name -> bytes), its record,
+    the names that are not regular files and its leftover temporary records."""
 
     digest: str
     files: dict[str, int]
-    workspace: str | None = None  # None: no record (made before records were kept)
+    workspace: str | None = None  # None: no record believed
     folder: str | None = None
     last_seen: float | None = None  # the record's mtime, else the newest file's
-    links: tuple[str, ...] = ()  # names that are symbolic links (never followed or removed)
+    others: dict[str, str] = field(default_factory=dict)  # name -> kind(): never opened
+    leftovers: dict[str, tuple[int, float]] = field(default_factory=dict)  # name -> bytes, mtime
+    unbelieved: str | None = None  # why its record is not believed (None: it is, or none)
 
     @property
     def size(self) -> int:
@@ -110,73 +173,118 @@ def open_folder(path: str) -> int:
 
 
 def scan(dir_fd: int) -> list[IndexFiles]:
-    """The indexes in the state folder `dir_fd`, sorted by digest."""
+    """The indexes in the state folder `dir_fd`, sorted by digest. Never raises for one
+    name: what cannot be read is reported on its entry."""
     found: dict[str, IndexFiles] = {}
-    links: dict[str, list[str]] = {}
+    mtimes: dict[str, float] = {}
     for name in os.listdir(dir_fd):
-        match = _INDEX.fullmatch(name)
+        match = _INDEX.fullmatch(name) or _LEFTOVER.fullmatch(name)
         if match is None:
             continue
-        digest = match.group(1)
-        entry = found.setdefault(digest, IndexFiles(digest, {}))
+        entry = found.setdefault(match.group(1), IndexFiles(match.group(1), {}))
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
             continue
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
-            links.setdefault(digest, []).append(name)
+        except OSError as exc:
+            entry.others[name] = f"cannot be examined: {exc.strerror}"
             continue
-        entry.files[name] = st.st_size
-        if name.endswith(".json"):
-            entry.last_seen = st.st_mtime
-            _read_record(dir_fd, name, entry)
-        elif entry.workspace is None:
-            entry.last_seen = max(entry.last_seen or 0.0, st.st_mtime)
-    for digest, names in links.items():
-        found[digest].links = tuple(sorted(names))
-    return [found[d] for d in sorted(found) if found[d].files or found[d].links]
+        if not stat.S_ISREG(st.st_mode):
+            entry.others[name] = kind(st.st_mode)
+        elif name.startswith("."):
+            entry.leftovers[name] = (st.st_size, st.st_mtime)
+        else:
+            entry.files[name] = st.st_size
+            if name.endswith(".json"):
+                entry.unbelieved = _read_record(dir_fd, name, entry)
+                if entry.unbelieved is None:
+                    entry.last_seen = st.st_mtime
+            elif not name.endswith(".lock"):
+                mtimes[entry.digest] = max(mtimes.get(entry.digest, 0.0), st.st_mtime)
+    for entry in found.values():
+        if entry.workspace is None and entry.digest in mtimes:
+            entry.last_seen = mtimes[entry.digest]
+    return [found[d] for d in sorted(found)]
 
 
-def _read_record(dir_fd: int, name: str, entry: IndexFiles) -> None:
+def _read_record(dir_fd: int, name: str, entry: IndexFiles) -> str | None:
+    """Believe the record `name` (set entry.workspace and .folder) or say why not."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return
+        fd = os.open(name, os.O_RDONLY | _OPEN, dir_fd=dir_fd)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror}"
     try:
-        data = json.loads(os.read(fd, MAX_RECORD_BYTES).decode("utf-8"))
-    except (OSError, ValueError):
-        return
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced since its lstat
+            return kind(st.st_mode)
+        raw = os.read(fd, MAX_RECORD_BYTES + 1)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror}"
     finally:
         os.close(fd)
+    return _believe(raw, entry)
+
+
+def _believe(raw: bytes, entry: IndexFiles) -> str | None:
+    if len(raw) > MAX_RECORD_BYTES:
+        return f"larger than {MAX_RECORD_BYTES // 1024} KiB"
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return "not JSON text"
     if not isinstance(data, dict):
-        return
+        return "not a JSON object"
     workspace, folder = data.get("workspace"), data.get("folder")
-    # A record is believed only if it names the index it sits beside.
-    if (
-        isinstance(workspace, str)
-        and isinstance(folder, str)
-        and index_digest(workspace, folder) == entry.digest
-    ):
-        entry.workspace, entry.folder = workspace, folder
+    if not isinstance(workspace, str) or not isinstance(folder, str):
+        return "its workspace or folder is missing or not a string"
+    try:
+        digest = index_digest(workspace, folder)
+    except UnicodeError:
+        return "its workspace or folder is not valid Unicode (a lone surrogate)"
+    if "\0" in folder or not os.path.isabs(folder):
+        return "its folder is not an absolute path"
+    if digest != entry.digest:  # a record is believed only if it names the index beside it
+        return "it names another workspace or folder than its file name's"
+    entry.workspace, entry.folder = workspace, folder
+    return None
+
+
+def _open_regular(dir_fd: int, name: str, flags: int) -> int | None:
+    """`name` opened if it is a regular file (lstat first, fstat after: never a FIFO, a
+    device or a link); None if it is missing or is something else."""
+    try:
+        before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(before.st_mode):
+        return None
+    try:
+        fd = os.open(name, flags | _OPEN, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # replaced meanwhile
+            return None
+        raise
+    if not os.path.samestat(before, os.fstat(fd)):
+        os.close(fd)
+        return None
+    return fd
 
 
 def in_use(dir_fd: int, digest: str) -> bool:
     """Whether a process has this index open: SQLite's read lock on the -shm file's DMS byte
-    (every connection to a WAL database holds it while connected)."""
-    try:
-        fd = os.open(
-            f"search-{digest}.sqlite3-shm",
-            os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
-            dir_fd=dir_fd,
-        )
-    except FileNotFoundError:
+    (every connection to a WAL database holds it while connected). A -shm that is not a
+    regular file is not SQLite's (scan reports what it is): it is never opened."""
+    fd = _open_regular(dir_fd, f"search-{digest}.sqlite3-shm", os.O_RDONLY)
+    if fd is None:
         return False
     try:
         # struct flock: l_type, l_whence, l_start, l_len, l_pid (Linux, 64-bit off_t)
         query = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, _SHM_DMS, 1, 0)
         answer = fcntl.fcntl(fd, fcntl.F_GETLK, query)
-        kind: int = struct.unpack("hhqqi4x", answer)[0]
-        return kind != fcntl.F_UNLCK
+        lock_kind: int = struct.unpack("hhqqi4x", answer)[0]
+        return lock_kind != fcntl.F_UNLCK
     finally:
         os.close(fd)
 
@@ -185,119 +293,226 @@ class Held(Exception):
     """The index is used by a running server."""
 
 
+def _open_lock(dir_fd: int, digest: str) -> tuple[int, bool]:
+    """The index's lock file, opened, and whether this made it (0600). OSError naming it if
+    it is not a regular file (whose it is does not matter: it is never written)."""
+    name = lock_name(digest)
+    for _ in range(8):  # made, or there: unless it is removed or replaced each time
+        with contextlib.suppress(FileExistsError):  # O_EXCL: never through a symlink
+            flags = os.O_RDONLY | os.O_CREAT | os.O_EXCL | _OPEN
+            return os.open(name, flags, 0o600, dir_fd=dir_fd), True
+        fd = _open_regular(dir_fd, name, os.O_RDONLY)
+        if fd is not None:
+            return fd, False
+        try:
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):  # never opened
+            raise OSError(errno.EPERM, f"{name} is {kind(mode)}: remove it")
+    raise OSError(errno.EBUSY, f"{name} was removed again and again: retry")
+
+
+def _try_flock(fd: int, how: int) -> bool:
+    try:
+        fcntl.flock(fd, how | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return False
+        raise
+    return True
+
+
+def _is_at(dir_fd: int, name: str, fd: int) -> bool:
+    """Whether `name` still is the file `fd` has open."""
+    try:
+        now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return os.path.samestat(os.fstat(fd), now)
+
+
 @contextlib.contextmanager
 def exclusive(dir_fd: int, entry: IndexFiles) -> Iterator[None]:
-    """Hold the index's record locked exclusively (without waiting) while its files are
-    removed; Held if a running server holds it or has the index open."""
-    fd = None
-    if entry.workspace is not None:
-        try:
-            fd = os.open(
-                record_name(entry.digest),
-                os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                dir_fd=dir_fd,
-            )
-        except FileNotFoundError:
-            fd = None
+    """Hold the index's lock file exclusively (without waiting; made if missing) while its
+    files are removed; Held if a running server holds it (or an older server the record),
+    or has the index open. OSError if the lock file is not one."""
+    fd, made = _open_lock(dir_fd, entry.digest)
+    old = None
     try:
-        if fd is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    raise Held("a running fs-notes server holds it") from None
-                raise
+        if not _try_flock(fd, fcntl.LOCK_EX):
+            made = False  # a server opened it first: it is the server's now
+            raise Held("a running fs-notes server holds it")
+        # an older fs-notes held its shared lock on the record itself, believed or not
+        old = _open_regular(dir_fd, record_name(entry.digest), os.O_RDONLY)
+        if old is not None and not _try_flock(old, fcntl.LOCK_EX):
+            raise Held("a running fs-notes server holds it")
         if in_use(dir_fd, entry.digest):
             raise Held("a running process has it open")
         yield
+    except Held:
+        if made and _is_at(dir_fd, lock_name(entry.digest), fd):
+            # the one this made and holds (a claim that opened it meanwhile opens it again)
+            os.unlink(lock_name(entry.digest), dir_fd=dir_fd)
+        raise
     finally:
-        if fd is not None:
-            os.close(fd)
+        if old is not None:
+            os.close(old)
+        os.close(fd)
 
 
-def remove(dir_fd: int, entry: IndexFiles) -> dict[str, int]:
-    """Remove the index's regular files (the record last); name -> bytes of what was removed.
-    A file that changed into something else since the scan is left (never followed)."""
+KEPT_LINKED = "another hard link keeps its data"
+KEPT_RECORD = "kept while another file of its index stays"
+
+
+def remove(dir_fd: int, entry: IndexFiles) -> tuple[dict[str, int], dict[str, str]]:
+    """Remove the index's regular files, its old leftovers, then its record, then its lock
+    file (last: a claim waiting on it then makes a new one); (removed: name -> bytes, kept:
+    name -> why). Call it inside `exclusive`. A file that changed into something else since
+    the scan is left (never followed), one with other hard links too."""
     removed: dict[str, int] = {}
-    names = sorted(entry.files, key=lambda n: n.endswith(".json"))  # the record last
-    for name in names:
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
+    kept = remove_leftovers(dir_fd, entry, removed)
+    tail = (record_name(entry.digest), lock_name(entry.digest))
+    for name in [*sorted(n for n in entry.files if n not in tail), *tail]:
+        if name == tail[0] and (name not in entry.files or any(n in entry.files for n in kept)):
+            if name in entry.files:  # kept with what stays, so forget finds it again
+                kept[name] = KEPT_RECORD
             continue
-        if not stat.S_ISREG(st.st_mode):
+        why = _unlink_regular(dir_fd, name, removed)
+        if why is not None:
+            kept[name] = why
+    for name in set(removed) - set(entry.files) - set(entry.leftovers):
+        del removed[name]  # the lock file exclusive() made: not the user's to hear about
+    return removed, kept
+
+
+def remove_leftovers(
+    dir_fd: int, entry: IndexFiles, removed: dict[str, int], *, now: float | None = None
+) -> dict[str, str]:
+    """Remove the entry's temporary records older than LEFTOVER_AGE (into `removed`); the
+    kept ones, name -> why."""
+    kept: dict[str, str] = {}
+    now = time.time() if now is None else now
+    for name, (_size, mtime) in sorted(entry.leftovers.items()):
+        if now - mtime < LEFTOVER_AGE:
+            kept[name] = "a temporary record less than a minute old (being written?)"
             continue
-        os.unlink(name, dir_fd=dir_fd)
-        removed[name] = st.st_size
-    return removed
+        why = _unlink_regular(dir_fd, name, removed)
+        if why is not None:
+            kept[name] = why
+    return kept
+
+
+def _unlink_regular(dir_fd: int, name: str, removed: dict[str, int]) -> str | None:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return kind(st.st_mode)
+    if st.st_nlink > 1:
+        return KEPT_LINKED
+    os.unlink(name, dir_fd=dir_fd)
+    removed[name] = st.st_size
+    return None
 
 
 class Claim:
     """What a running server holds on the indexes of its workspaces: a shared lock on each
-    index's record, written if missing and written again (the same bytes, through the fd
-    opened at start-up: no utimensat, which the confined server may not call) now and at
+    index's lock file, and the fd of its record, written again (the same bytes) at
     `release`, so that its modification time says when the folder was last served."""
 
     def __init__(self) -> None:
-        self._held: list[tuple[int, bytes]] = []
+        self._held: list[tuple[int, int, bytes]] = []  # lock fd, record fd, record bytes
 
     def take(self, state_dir: str, workspace: str, folder: str) -> None:
-        """Claim the index of `workspace` at `folder` in `state_dir` (OSError if it cannot)."""
+        """Claim the index of `workspace` at `folder` in `state_dir` (OSError if it cannot:
+        its message names the file, beneath the state folder, and what to do)."""
         dir_fd = open_folder(state_dir)
         try:
             digest = index_digest(workspace, folder)
-            name = record_name(digest)
             body = json.dumps({"workspace": workspace, "folder": folder}).encode()
-            for _ in range(8):  # a removal in progress: its record goes, then ours is made
-                _write_record(dir_fd, name, body)
-                fd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH)  # waits for a removal holding it
-                    now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    os.close(fd)
-                    continue
-                except BaseException:
-                    os.close(fd)
-                    raise
-                if os.path.samestat(os.fstat(fd), now):
-                    self._held.append((fd, body))
-                    _touch(fd, body)
-                    return
-                os.close(fd)
-            raise OSError(errno.EBUSY, f"{name}: replaced again and again")
+            lock = _lock_shared(dir_fd, digest)
+            try:
+                record = _write_record(dir_fd, record_name(digest), body)
+            except BaseException:
+                os.close(lock)
+                raise
+            self._held.append((lock, record, body))
         finally:
             os.close(dir_fd)
 
     def release(self) -> None:
         """Touch each record (the folder was served until now) and let the locks go."""
-        for fd, body in self._held:
-            _touch(fd, body)
-            os.close(fd)
+        for lock, record, body in self._held:
+            with contextlib.suppress(OSError):
+                os.pwrite(record, body, 0)
+            os.close(record)
+            os.close(lock)
         self._held.clear()
 
 
-def _touch(fd: int, body: bytes) -> None:
-    with contextlib.suppress(OSError):
-        os.pwrite(fd, body, 0)
+def _lock_shared(dir_fd: int, digest: str) -> int:
+    """The index's lock file, locked shared: retried without blocking for LOCK_WAIT seconds
+    while a removal holds it; opened again if it was removed or replaced meanwhile."""
+    name = lock_name(digest)
+    deadline = time.monotonic() + LOCK_WAIT
+    locked = False
+    while True:
+        fd, _made = _open_lock(dir_fd, digest)
+        try:
+            locked = _try_flock(fd, fcntl.LOCK_SH)
+            if locked and _is_at(dir_fd, name, fd):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if locked:  # it was there, locked, then gone: every time
+        raise OSError(errno.EBUSY, f"{name} was removed or replaced again and again: retry")
+    raise OSError(
+        errno.EWOULDBLOCK,
+        f"{name} is locked by another process, for {LOCK_WAIT:.0f} seconds now (a removal by "
+        "fs-notes forget holds it a moment only): stop that process (fuser -v names it), "
+        "then start the server again",
+    )
 
 
-def _write_record(dir_fd: int, name: str, body: bytes) -> None:
-    """The record, whole, 0600, if none is there (a temporary file linked into place)."""
-    with contextlib.suppress(FileNotFoundError):
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        if stat.S_ISREG(st.st_mode):
-            return
-        raise OSError(errno.EEXIST, f"{name} is not a regular file")
+def _write_record(dir_fd: int, name: str, body: bytes) -> int:
+    """The record: the one there if it already is exactly `body` in a regular file of this
+    uid with one link, else `body` written whole into a temporary file (0600) renamed into
+    place. Its fd (read-write), the file checked or made."""
+    try:
+        fd = _open_regular(dir_fd, name, os.O_RDWR)
+    except OSError:  # not ours to write (EACCES, say): replaced
+        fd = None
+    if fd is not None:
+        st = os.fstat(fd)
+        if (
+            st.st_nlink == 1
+            and st.st_uid == os.geteuid()
+            and st.st_size == len(body)
+            and os.pread(fd, len(body) + 1, 0) == body
+        ):
+            os.pwrite(fd, body, 0)  # served from now: its mtime
+            return fd
+        os.close(fd)
     tmp = f".{name}.{secrets.token_hex(6)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
     try:
+        if os.write(fd, body) != len(body):
+            raise OSError(errno.EIO, f"{tmp}: a short write")
         try:
-            os.write(fd, body)
-        finally:
-            os.close(fd)
-        with contextlib.suppress(FileExistsError):  # another server made it meanwhile
-            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-    finally:
-        os.unlink(tmp, dir_fd=dir_fd)
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except IsADirectoryError:
+            raise OSError(errno.EISDIR, f"{name} is a directory: remove it") from None
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    return fd
