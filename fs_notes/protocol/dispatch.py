@@ -104,7 +104,8 @@ class Dispatcher:
         try:
             response = self._answer(msg, principal, transport)
         except Cancelled:
-            log.info("%s id=%r stopped: cancelled by the client", shown(msg.method, 200), msg.id)
+            why = cancel.why if cancel is not None else "cancelled"
+            log.info("%s id=%r stopped: %s", shown(msg.method, 200), msg.id, why)
         finally:
             if reporter is not None and bound_progress is not None:
                 reporter.close()
