@@ -102,6 +102,29 @@ def test_an_invalid_global_option_is_a_usage_error_naming_the_choices(
     assert "invalid choice" in result.stderr and "choose from" in result.stderr
 
 
+def test_a_file_uri_as_workspace_says_a_path_is_expected_and_suggests_it(tmp_path: Path) -> None:
+    """`serve file:///home/me/notes` used to say only "does not exist"; now it says a folder
+    path is expected and, when the URI names a folder that can be served, suggests that path
+    (quoted for a shell when it needs it). Nothing is served: exit 2."""
+    (tmp_path / "my notes").mkdir()
+    (tmp_path / "notes").mkdir()
+    expected = "a folder path is expected, not a file: URI"
+    cases = {
+        (tmp_path / "notes").as_uri(): f"{expected}; did you mean {tmp_path}/notes?",
+        (tmp_path / "my notes").as_uri(): f"{expected}; did you mean '{tmp_path}/my notes'?",
+        (tmp_path / "gone").as_uri(): f"{expected} (and {tmp_path}/gone does not exist)",
+        "file://elsewhere/srv/notes": expected,  # not a URI of this host: nothing to suggest
+    }
+    for given, reason in cases.items():
+        result = _run("serve", given)
+        assert result.returncode == 2
+        assert result.stdout == ""
+        assert result.stderr == f"fs-notes: {given}: {reason}\n"
+    # positive control: the suggested path is served
+    served = _run("serve", str(tmp_path / "notes"), "--replay-db", str(tmp_path / "r.db"))
+    assert served.returncode == 0, served.stderr
+
+
 def test_tilde_and_home_are_expanded_and_the_message_names_the_expanded_path(
     tmp_path: Path,
 ) -> None:
