@@ -96,7 +96,7 @@ class Dispatcher:
             log.debug("notification %s ignored", shown(msg.method, 200))
             return None
         started = time.monotonic()
-        token = token_of(msg.params) if notify is not None else None
+        token = token_of(msg.params, explain=True) if notify is not None else None
         reporter = Reporter(token, notify) if token is not None and notify is not None else None
         bound = cancel.bind() if cancel is not None else None
         bound_progress = reporter.bind() if reporter is not None else None
