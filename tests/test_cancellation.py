@@ -186,6 +186,41 @@ def test_a_signal_during_the_first_index_build_stops_stdio_serve_promptly(
     _restart_answers(heavy, state)
 
 
+def test_sigint_during_a_legacy_sessions_first_index_build_stops_serve_promptly(
+    heavy: Path, tmp_path: Path
+) -> None:
+    """A 2025-11-25 client (initialize) over stdio: its search's build is cancelled by SIGINT
+    too (its session's requests are cancelled), the exit is prompt and 0, the index consistent;
+    a restart completes it."""
+    state = tmp_path / "state"
+    server = StdioServer("serve", str(heavy), env=child_env(XDG_STATE_HOME=str(state)))
+    try:
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}}
+        server.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        server.recv(timeout=30)
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        params = {"name": "notes_search",
+                  "arguments": {"workspaceUri": heavy.as_uri(), "query": "pangolin"},
+                  "_meta": {"progressToken": 7}}  # fmt: skip
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
+        first = server.recv(timeout=60)
+        assert first["method"] == "notifications/progress", first
+        sent = time.monotonic()
+        server.proc.send_signal(signal.SIGINT)
+        code = server.proc.wait(STOP_WITHIN + 10)
+        took = time.monotonic() - sent
+    finally:
+        server.close()
+    assert code == 0, server.stderr
+    assert took < STOP_WITHIN, (took, server.stderr)
+    assert "legacy request 2: the server is stopping" in server.stderr
+    assert "notes indexed in" not in server.stderr
+    assert "Traceback" not in server.stderr and "internal error" not in server.stderr
+    check, docs, fts = _index_counts(state, heavy)
+    assert check == "ok" and docs == fts and docs < BUILD_NOTES
+    _restart_answers(heavy, state)
+
+
 def test_sigint_during_the_first_index_build_stops_http_serve_promptly(
     heavy: Path, tmp_path: Path
 ) -> None:

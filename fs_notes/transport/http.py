@@ -231,6 +231,7 @@ def build_app(
     )
     app.state.listen_streams = streams
     app.state.in_flight = inflight  # stopping the server cancels them (`run`)
+    app.state.legacy = sessions  # and those of the legacy sessions
     return app
 
 
@@ -466,6 +467,7 @@ def run(
     server = uvicorn.Server(config)
     streams = getattr(app.state, "listen_streams", None)
     inflight = getattr(app.state, "in_flight", None)
+    legacy = getattr(app.state, "legacy", None)
     stop = server.handle_exit
 
     def handle_exit(sig: int, frame: Any) -> None:
@@ -476,6 +478,8 @@ def run(
             cancelled = inflight.stop()
             if cancelled:
                 log.info("stopping: %d request(s) in flight cancelled", cancelled)
+        if isinstance(legacy, HttpLegacy):
+            legacy.stop()
         if isinstance(streams, Streams):
             streams.end_all()
         stop(sig, frame)

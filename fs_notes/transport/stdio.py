@@ -195,6 +195,7 @@ async def serve(
         cancelled = inflight.stop()
         if cancelled:
             log.info("stopping: %d request(s) in flight cancelled", cancelled)
+        link.stop()  # and a legacy session's
         end()
 
     pool = Leaders(source, classify, max_threads=MAX_THREADS, on_end=end)
