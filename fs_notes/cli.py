@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from . import __version__
 from .errors import ConfigError
@@ -66,8 +66,9 @@ def _options_of(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    """The arguments; an unknown option is a usage error that suggests the closest one the
-    command has ("--htp: did you mean --http?"), an unknown command the closest command."""
+    """The arguments; an unknown option is a usage error that suggests, on a line of its own,
+    the closest one the command has ("fs-notes serve: unknown option --htp; did you mean
+    --http?"), an unknown command the closest command."""
     import difflib
 
     parser = _parser()
@@ -83,9 +84,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
             break  # argparse prints the help and exits 0
         if word.startswith("-"):
             if name not in top:
-                close = difflib.get_close_matches(name, top, n=1)
-                hint = f" (did you mean {close[0]}?)" if close else ""
-                parser.error(f"unrecognized arguments: {word}{hint}")
+                _refuse(parser, [_unknown(word, top)])
             i += 2 if name in valued and "=" not in word else 1
             continue
         if word not in sub.choices:
@@ -99,13 +98,32 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if extra:
         chosen = sub.choices[args.command]
         known = _options_of(chosen) + _options_of(parser)
-        shown = []
-        for word in extra:
-            name = word.split("=", 1)[0]
-            close = difflib.get_close_matches(name, known, n=1) if name.startswith("-") else []
-            shown.append(f"{word} (did you mean {close[0]}?)" if close else word)
-        chosen.error(f"unrecognized arguments: {' '.join(shown)}")
+        _refuse(chosen, [_unknown(word, known) for word in extra])
     return args
+
+
+def _unknown(word: str, known: list[str]) -> str:
+    """What is wrong with one word of the command line, for a line of its own: "unknown option
+    --htp; did you mean --http?" (the closest option the command has, if one is close), or
+    "unexpected argument x". An option's value (`--token-fil=x`) is not repeated."""
+    import difflib
+
+    if not word.startswith("-"):
+        return f"unexpected argument {word}"
+    name = word.split("=", 1)[0]
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"unknown option {name}; did you mean {close[0]}?" if close else f"unknown option {name}"
+
+
+def _refuse(parser: argparse.ArgumentParser, problems: list[str]) -> NoReturn:
+    """A usage error: the command's usage, then each problem on a line of its own, prefixed by
+    the command (`fs-notes serve: unknown option --htp; did you mean --http?`); exit 2."""
+    from .render import shown
+
+    parser.print_usage(sys.stderr)
+    for problem in problems:
+        print(f"{parser.prog}: {shown(problem)}", file=sys.stderr)
+    sys.exit(2)
 
 
 def _parser() -> argparse.ArgumentParser:

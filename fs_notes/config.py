@@ -269,7 +269,7 @@ def _policy(args: argparse.Namespace, policy_file: str | None) -> Policy:
     expanded = expand_path(args.workspace)
     problem = folder_problem(expanded)
     if problem is not None:
-        raise ConfigError(f"{expanded}: {problem}")
+        raise ConfigError(f"{expanded}: {_uri_problem(expanded) or problem}")
     path = os.path.realpath(expanded)
     token_hash = None
     if args.http:
@@ -284,6 +284,27 @@ def _policy(args: argparse.Namespace, policy_file: str | None) -> Policy:
         )
     except PolicyError as exc:
         raise ConfigError(f"{expanded}: {exc}") from None
+
+
+def _uri_problem(given: str) -> str | None:
+    """Why a WORKSPACE that is a file: URI (what clients pass as workspaceUri, and what a notes
+    app copies) cannot be served: a folder path is expected, and the path the URI names is
+    suggested when it is a folder that can be served (None: `given` is not a file: URI)."""
+    if given[:5].lower() != "file:":
+        return None
+    import shlex
+
+    from .lexical import LexicalError, parse_workspace_uri
+
+    expected = "a folder path is expected, not a file: URI"
+    try:
+        path = parse_workspace_uri(given).as_posix()
+    except LexicalError:
+        return expected
+    problem = folder_problem(path)
+    if problem is None:
+        return f"{expected}; did you mean {shlex.quote(path)}?"
+    return f"{expected} (and {path} {problem})"
 
 
 def local_user() -> str:

@@ -5,7 +5,8 @@ note). `forget FOLDER` removes the indexes of FOLDER (whatever workspace name it
 under) from the state folder; `forget --stale` those whose folder is gone (deleted, or moved
 away: nothing is a folder at that path), or not served for `--unused-days` days (default 30),
 and those made before fs-notes recorded whose folder an index is (they are a cache: a server
-that still serves one builds it again). Each file removed is named with its size.
+that still serves one builds it again). Each file removed is named with its size, and with
+--stale with why it was stale (the text's reason is the --json "why", with the folder).
 
 Guarantees (statefolder.py's): an index a running server holds or has open is never removed
 (it is reported, and the exit status is 1); nothing but an index's own regular files, by name
@@ -293,9 +294,11 @@ def _print(outcome: Outcome, state_dir: str, folder: str | None) -> None:
         print(f"record not believed {shown(record['path'])}: {shown(record['reason'])}; "
               "its index counts as one without a record")  # fmt: skip
     for item in outcome.removed:
-        size = _human(int(str(item["bytes"])))
-        why = f": {LEFTOVER_WHY}" if item["why"] == LEFTOVER_WHY else ""
-        print(f"removed {shown(str(item['path']))} ({size}){why}")
+        line = f"removed {shown(str(item['path']))} ({_human(int(str(item['bytes'])))})"
+        if item["why"] == LEFTOVER_WHY:
+            print(f"{line}: {LEFTOVER_WHY}")
+        else:
+            print(line if folder else f"{line}: {_why(item)}")
     for item in outcome.kept:
         print(f"not removed {shown(str(item['path']))}: {shown(str(item['reason']))}")
     total = sum(int(str(r["bytes"])) for r in outcome.removed)
@@ -307,6 +310,14 @@ def _print(outcome: Outcome, state_dir: str, folder: str | None) -> None:
     print(
         f"kept (not per folder): {REMINDER}",
     )
+
+
+def _why(item: dict[str, object]) -> str:
+    """Why --stale removed an index's file, as its JSON "why" says, with the folder it was the
+    index of: "the index of /home/me/old: its folder is gone"."""
+    if item.get("folder") is None:
+        return str(item["why"])
+    return f"the index of {shown(str(item['folder']))}: {item['why']}"
 
 
 REMINDER = (

@@ -14,7 +14,10 @@ symlink planted at the name is refused (not followed), and so is anything that i
 file (a FIFO would block the server), a file of another owner, or a file with more than one
 hard link (a planted link to another file of ours would be appended to); an existing file is
 appended to and its mode made 0600. A failure to open is a configuration error (exit 2, one
-line); a failure to write later is reported by logging's own handler error path (stderr) and
+line) that leaves nothing half-done: the files this start created are removed again, and an
+existing file's mode is changed only once all N+1 are open. A log file inside a served
+workspace's folder is refused before anything is made (`refuse_inside`, exit 2). A failure to
+write later is reported by logging's own handler error path (stderr) and
 never stops the server. Records are formatted by the same formatter as stderr (logline.py), so
 the file's lines are escaped the same way.
 
@@ -33,6 +36,8 @@ import logging
 import os
 import stat
 import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from .errors import ConfigError
 
@@ -43,16 +48,35 @@ MIN_MAX_BYTES = 4096
 _CHUNK = 1 << 20
 
 
-def _open(path: str, *, append: bool) -> int:
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:  # a symlink at the name (O_NOFOLLOW)
+        return "is a symbolic link (refused)"
+    if exc.errno == errno.EISDIR:
+        return "is a folder, not a file"
+    return exc.strerror or str(exc)
+
+
+@dataclass
+class _Opened:
+    fd: int
+    path: str
+    created: bool  # made by this start (removed again if the start fails)
+    stat: os.stat_result
+
+
+def _open(path: str, *, append: bool) -> _Opened:
+    """One of the files, opened (created 0600 if missing) and checked; its mode is set later,
+    once all are open (`RotatingLogFile.__init__`). ConfigError if refused."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     if append:
         flags |= os.O_APPEND
     try:
-        fd = os.open(path, flags, 0o600)
+        try:  # O_EXCL: whether this start made it (nothing is followed: a symlink is EEXIST)
+            fd, created = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
+        except FileExistsError:
+            fd, created = os.open(path, flags), False
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a symlink at the name
-            raise ConfigError(f"--log-file {path}: is a symbolic link (refused)") from None
-        raise ConfigError(f"--log-file {path}: {exc.strerror}") from None
+        raise ConfigError(f"--log-file {path}: {_reason(exc)}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -61,13 +85,39 @@ def _open(path: str, *, append: bool) -> int:
             raise ConfigError(f"--log-file {path}: owned by another user")
         if st.st_nlink != 1:
             raise ConfigError(f"--log-file {path}: has {st.st_nlink} hard links (refused)")
-        if stat.S_IMODE(st.st_mode) != 0o600:
-            os.fchmod(fd, 0o600)
-        os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return _Opened(fd, path, created, st)
+
+
+def _undo(opened: list[_Opened]) -> None:
+    """A start that failed part-way: close what it opened and remove the files it created, each
+    only if its name still holds the file it made (never one put there since)."""
+    for item in opened:
+        if item.created:
+            with contextlib.suppress(OSError):
+                if os.path.samestat(os.lstat(item.path), item.stat):
+                    os.unlink(item.path)
+        with contextlib.suppress(OSError):
+            os.close(item.fd)
+
+
+def refuse_inside(path: str, folders: Iterable[tuple[str, str]]) -> None:
+    """ConfigError (exit 2) if `path` (the log file) is inside one of `folders` ((workspace name,
+    folder path) of every workspace served), symbolic links resolved: the log names note ids
+    and principals, and a file there would be served (a name ending in .md is a note), watched
+    (each line written would wake the search index) and readable by whoever may read the
+    folder. Checked before anything is created."""
+    where = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    for name, folder in folders:
+        real = os.path.realpath(folder)
+        if os.path.commonpath([where, real]) == real:
+            raise ConfigError(
+                f'--log-file {path}: inside the folder of workspace "{name}" ({folder}), which '
+                "is served: the log holds note ids and principal names; put it outside every "
+                "workspace folder"
+            )
 
 
 def _copy(src: int, dst: int) -> None:
@@ -100,14 +150,26 @@ class RotatingLogFile(logging.Handler):
             raise ConfigError(f"--log-file-backups must be 0 to {MAX_BACKUPS}")
         self.path = path
         self.max_bytes = max_bytes
-        self._fd = _open(path, append=True)
+        opened: list[_Opened] = []
         try:
+            opened.append(_open(path, append=True))
             for n in range(1, backups + 1):
-                self._backups.append(_open(f"{path}.{n}", append=False))
+                try:
+                    opened.append(_open(f"{path}.{n}", append=False))
+                except ConfigError as exc:
+                    raise ConfigError(
+                        f"{exc} (rotated file {n} of --log-file {path}: nothing was created)"
+                    ) from None
+            for item in opened:  # all open: only now is anything of an existing file changed
+                if stat.S_IMODE(item.stat.st_mode) != 0o600:
+                    os.fchmod(item.fd, 0o600)
+                os.set_blocking(item.fd, True)
         except BaseException:
-            self._close_fds()
+            _undo(opened)
             raise
-        self._size = os.fstat(self._fd).st_size
+        self._fd = opened[0].fd
+        self._backups = [item.fd for item in opened[1:]]
+        self._size = opened[0].stat.st_size
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -141,11 +203,20 @@ class RotatingLogFile(logging.Handler):
         super().close()
 
 
-def attach(path: str, max_bytes: int = DEFAULT_MAX_BYTES, backups: int = DEFAULT_BACKUPS) -> None:
+def attach(
+    path: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    backups: int = DEFAULT_BACKUPS,
+    *,
+    workspaces: Iterable[tuple[str, str]] = (),
+) -> None:
     """Add the file to the root logger's handlers, beside stderr and formatted as it is
-    (logline.install ran first). ConfigError if it cannot be opened safely."""
+    (logline.install ran first). ConfigError if it is inside one of `workspaces` ((name,
+    folder) of each workspace served) or cannot be opened safely."""
     root = logging.getLogger()
-    handler = RotatingLogFile(os.path.abspath(path), max_bytes, backups)
+    path = os.path.abspath(path)
+    refuse_inside(path, workspaces)
+    handler = RotatingLogFile(path, max_bytes, backups)
     formatter = next((h.formatter for h in root.handlers if h.formatter is not None), None)
     if formatter is not None:
         handler.setFormatter(formatter)

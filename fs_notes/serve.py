@@ -44,11 +44,17 @@ def close_inherited_fds() -> None:
 
 def serve(args: argparse.Namespace) -> int:
     close_inherited_fds()
+    config = ServeConfig.from_args(args)  # a bad configuration creates no log file
     if args.log_file is not None:  # opened now, before self-confinement (logfile.py)
         from .logfile import attach
 
-        attach(args.log_file, args.log_file_max_bytes, args.log_file_backups)
-    return run(ServeConfig.from_args(args))
+        attach(
+            args.log_file,
+            args.log_file_max_bytes,
+            args.log_file_backups,
+            workspaces=[(ws.name, ws.path) for ws in config.policy.workspaces],
+        )
+    return run(config)
 
 
 def run(config: ServeConfig) -> int:

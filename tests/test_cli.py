@@ -102,6 +102,29 @@ def test_an_invalid_global_option_is_a_usage_error_naming_the_choices(
     assert "invalid choice" in result.stderr and "choose from" in result.stderr
 
 
+def test_a_file_uri_as_workspace_says_a_path_is_expected_and_suggests_it(tmp_path: Path) -> None:
+    """`serve file:///home/me/notes` used to say only "does not exist"; now it says a folder
+    path is expected and, when the URI names a folder that can be served, suggests that path
+    (quoted for a shell when it needs it). Nothing is served: exit 2."""
+    (tmp_path / "my notes").mkdir()
+    (tmp_path / "notes").mkdir()
+    expected = "a folder path is expected, not a file: URI"
+    cases = {
+        (tmp_path / "notes").as_uri(): f"{expected}; did you mean {tmp_path}/notes?",
+        (tmp_path / "my notes").as_uri(): f"{expected}; did you mean '{tmp_path}/my notes'?",
+        (tmp_path / "gone").as_uri(): f"{expected} (and {tmp_path}/gone does not exist)",
+        "file://elsewhere/srv/notes": expected,  # not a URI of this host: nothing to suggest
+    }
+    for given, reason in cases.items():
+        result = _run("serve", given)
+        assert result.returncode == 2
+        assert result.stdout == ""
+        assert result.stderr == f"fs-notes: {given}: {reason}\n"
+    # positive control: the suggested path is served
+    served = _run("serve", str(tmp_path / "notes"), "--replay-db", str(tmp_path / "r.db"))
+    assert served.returncode == 0, served.stderr
+
+
 def test_tilde_and_home_are_expanded_and_the_message_names_the_expanded_path(
     tmp_path: Path,
 ) -> None:
@@ -245,19 +268,18 @@ def test_a_relative_home_is_refused_where_it_would_be_used(tmp_path: Path) -> No
     ("args", "line"),
     [
         (("serve", "--htp", "127.0.0.1:8765"),
-         "fs-notes serve: error: unrecognized arguments: --htp (did you mean --http?)"),
+         "fs-notes serve: unknown option --htp; did you mean --http?"),
         (("serve", "{tmp}", "--token-fil=x"),
-         "fs-notes serve: error: unrecognized arguments: --token-fil=x "
-         "(did you mean --token-file?)"),
+         "fs-notes serve: unknown option --token-fil; did you mean --token-file?"),
         (("forget", "--stal"),
-         "fs-notes forget: error: unrecognized arguments: --stal (did you mean --stale?)"),
+         "fs-notes forget: unknown option --stal; did you mean --stale?"),
         (("--log-levl", "debug", "check"),
-         "fs-notes: error: unrecognized arguments: --log-levl (did you mean --log-level?)"),
+         "fs-notes: unknown option --log-levl; did you mean --log-level?"),
         (("--log-level", "debug", "chekc"),
          "fs-notes: error: unknown command 'chekc': did you mean 'check'? "
          "(commands: serve, init, check, exercises, demo, forget)"),
         (("serve", "--zzzzzz", "{tmp}"),
-         "fs-notes serve: error: unrecognized arguments: --zzzzzz"),
+         "fs-notes serve: unknown option --zzzzzz"),
     ],
 )  # fmt: skip
 def test_a_mistyped_option_or_command_is_refused_with_the_closest_one_suggested(
@@ -280,7 +302,23 @@ def test_a_prefix_of_an_option_is_not_taken_for_the_option(
     # typo would change what runs. It is off: a prefix is refused, naming the whole option.
     result = _run(*(a.replace("{tmp}", str(tmp_path)) for a in args))
     assert result.returncode == 2
-    assert "did you mean --" in result.stderr and "unrecognized arguments" in result.stderr
+    assert "did you mean --" in result.stderr and "unknown option" in result.stderr
+
+
+def test_each_unknown_word_is_a_line_of_its_own_after_the_usage(tmp_path: Path) -> None:
+    """The suggestion used to land mid-line ("unrecognized arguments: --htp (did you mean
+    --http?) extra --foo"): now the usage, then one line per word, each a whole sentence."""
+    result = _run("serve", str(tmp_path), "--htp", "127.0.0.1:8765", "extra", "--foo")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("usage: fs-notes serve ")
+    assert lines[-4:] == [
+        "fs-notes serve: unknown option --htp; did you mean --http?",
+        "fs-notes serve: unexpected argument 127.0.0.1:8765",
+        "fs-notes serve: unexpected argument extra",
+        "fs-notes serve: unknown option --foo",
+    ]
 
 
 def test_help_before_the_command_prints_the_usage_and_exits_0() -> None:

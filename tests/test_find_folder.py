@@ -208,6 +208,50 @@ def test_a_refused_workspace_lists_the_valid_ones_and_never_tells_ungranted_from
     assert all(a["result"]["isError"] is True for a in (ungranted, absent, inside))
 
 
+def test_a_bare_workspace_name_is_not_a_uri_and_the_granted_one_of_that_name_is_suggested(
+    tmp_path: Path,
+) -> None:
+    """A model that passes the workspace's name ("team") instead of its URI used to get "the
+    URI scheme is not file"; now it is told the value is not a URI and offered the URI of its
+    own workspace of that name (or folder path), the valid ones listed as before. Another
+    principal's workspace of that name is never offered (bob asking for "team")."""
+    policy, folders = _policy(tmp_path)
+    alice, bob = Principal("alice"), Principal("bob")
+    team, private = folders["team"].as_uri(), folders["private"].as_uri()
+    valid = (
+        f'the workspaces you may use: "team" {team} (read, write, delete); '
+        f'"private" {private} (read)'
+    )
+    srv = _server(tmp_path, policy)
+    try:
+        asked = {
+            value: srv.call(who, "notes_list", {"workspaceUri": value})["result"]
+            for who, value in (
+                (alice, "team"), (alice, "TEAM"), (alice, str(folders["team"])), (alice, "vault"),
+            )
+        }
+        bobs = srv.call(bob, "notes_list", {"workspaceUri": "team"})["result"]
+        scheme = srv.call(alice, "notes_list", {"workspaceUri": "notes://team"})["result"]
+    finally:
+        srv.close()
+    assert all(a["isError"] is True for a in (*asked.values(), bobs, scheme))
+    texts = {value: a["content"][0]["text"] for value, a in asked.items()}
+    expected = "invalid workspaceUri: \"{}\" is not a URI: a workspace is named by its file:// URI"
+    assert texts["team"] == expected.format("team") + f'; did you mean "{team}"?; ' + valid
+    assert texts["TEAM"] == expected.format("TEAM") + f'; did you mean "{team}"?; ' + valid
+    path = str(folders["team"])
+    assert texts[path] == expected.format(path) + f'; did you mean "{team}"?; ' + valid
+    assert texts["vault"] == expected.format("vault") + "; " + valid  # no such name: no guess
+    assert bobs["content"][0]["text"] == (
+        expected.format("team") + "; the workspaces you may use: "
+        f'"bobs" {folders["bobs"].as_uri()} (read, write, delete)'
+    )
+    # a URI of another scheme keeps its own reason
+    assert scheme["content"][0]["text"] == (
+        "invalid workspaceUri: the URI scheme is not file; " + valid
+    )
+
+
 def _tree(folder: Path) -> dict[str, tuple[bytes, int, int]]:
     return {
         str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mode, p.stat().st_mtime_ns)

@@ -185,6 +185,38 @@ def test_stale_removes_an_index_not_served_for_longer_than_unused_days(tmp_path:
     assert _index_files(state) == []
 
 
+def test_stale_in_text_says_why_each_file_was_stale_as_the_json_does(tmp_path: Path) -> None:
+    """--stale's text named what it removed but not why; now each line ends with the reason,
+    the --json "why" of the same file (run on a copy of the same state folder), with the folder
+    it was the index of."""
+    import shutil
+
+    state = tmp_path / "state"
+    gone, old = _folder(tmp_path, "gone"), _folder(tmp_path, "old")
+    _serve_and_search(gone, state)
+    _serve_and_search(old, state)
+    shutil.rmtree(gone)
+    digest = index_name("old", str(old.resolve())).removesuffix(".sqlite3")
+    record = state / "fs-notes" / f"{digest}.json"
+    then = time.time() - 40 * DAY
+    os.utime(record, (then, then))
+    copy = tmp_path / "copy"
+    shutil.copytree(state, copy, symlinks=True)
+    as_json = _forget(copy, "--stale", "--json")
+    done = _forget(state, "--stale")
+    assert done.returncode == 0 == as_json.returncode, done.stderr
+    why = {Path(str(r["path"])).name: (r["folder"], r["why"])
+           for r in json.loads(as_json.stdout)["removed"]}  # fmt: skip
+    assert {w for _, w in why.values()} == {"its folder is gone", "not served for 40 days"}
+    removed = [line for line in done.stdout.splitlines() if line.startswith("removed ")]
+    assert len(removed) == len(why) >= 4  # each index's .sqlite3 and .json at least
+    for line in removed:
+        path = line.removeprefix("removed ").split(" (", 1)[0]
+        folder, reason = why[Path(path).name]
+        assert line.endswith(f"): the index of {folder}: {reason}"), line
+    assert _index_files(state) == []
+
+
 def test_serve_prunes_indexes_not_served_for_the_set_time_and_logs_each(tmp_path: Path) -> None:
     state = tmp_path / "state"
     old_folder, served = _folder(tmp_path, "old"), _folder(tmp_path, "served")

@@ -77,6 +77,64 @@ def test_a_fifo_or_a_second_hard_link_is_refused(tmp_path: Path) -> None:
     assert mine.read_text() == "mine\n"
 
 
+def test_a_rotated_file_that_cannot_be_made_leaves_nothing_half_done(tmp_path: Path) -> None:
+    """FILE.2 cannot be opened (a folder sits at its name): serve exits 2 naming it, and what
+    this start made of FILE and FILE.1 is removed again; an existing FILE keeps its content and
+    mode (it is made 0600 only once every file is open). Positive control: with the folder gone
+    the same start creates all of them."""
+    log = tmp_path / "server.log"
+    Path(f"{log}.2").mkdir()
+    done = _refused(tmp_path, log)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"fs-notes: --log-file {log}.2: is a folder, not a file "
+        f"(rotated file 2 of --log-file {log}: nothing was created)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes", "server.log.2"]
+    log.write_text("older lines\n")
+    log.chmod(0o640)
+    (tmp_path / "again").mkdir()
+    again = _refused(tmp_path / "again", log)
+    assert again.returncode == 2
+    assert log.read_text() == "older lines\n" and stat.S_IMODE(log.stat().st_mode) == 0o640
+    assert not Path(f"{log}.1").exists()
+    Path(f"{log}.2").rmdir()
+    (tmp_path / "third").mkdir()
+    started = _refused(tmp_path / "third", log)  # stdin is empty: serve, then exit on EOF
+    assert started.returncode == 0, started.stderr
+    assert all(Path(f"{log}{s}").is_file() for s in ("", ".1", ".2", ".3"))
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+def test_a_log_file_inside_a_served_workspace_folder_is_refused(tmp_path: Path) -> None:
+    """The log holds note ids and principal names: inside a workspace it would be served (as a
+    note, named .md), watched and readable with the notes. Refused with exit 2 before anything
+    is made, also through a symlink to the folder; beside the folder it is accepted."""
+    notes = _notes(tmp_path)
+    (tmp_path / "link").symlink_to(notes)
+    for given in (notes / "server.log.md", notes / "sub" / "x.log", tmp_path / "link" / "s.log"):
+        done = subprocess.run(
+            [sys.executable, "-m", "fs_notes", "serve", str(notes), "--log-file", str(given)],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, env=child_env(), cwd=REPO,
+            timeout=30,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == (
+            f'fs-notes: --log-file {given}: inside the folder of workspace "notes" ({notes}), '
+            "which is served: the log holds note ids and principal names; put it outside every "
+            "workspace folder"
+        )
+    assert sorted(p.name for p in notes.iterdir()) == ["a.md"]  # nothing was made there
+    beside = subprocess.run(
+        [sys.executable, "-m", "fs_notes", "serve", str(notes), "--log-file",
+         str(tmp_path / "notes.log")],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, env=child_env(), cwd=REPO,
+        timeout=30,
+    )  # fmt: skip
+    assert beside.returncode == 0, beside.stderr
+    assert (tmp_path / "notes.log").read_text()
+
+
 def test_rotation_works_in_the_confined_server_and_touches_no_name(tmp_path: Path) -> None:
     verdict, why = requirement("landlock")
     if verdict == "fail":

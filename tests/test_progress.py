@@ -138,3 +138,59 @@ def test_http_search_with_a_token_is_an_sse_stream_of_progress_then_the_result(
         assert warm.json()["id"] == 2
     finally:
         server.close()
+
+
+def test_an_oversized_token_gets_no_progress_and_its_request_is_answered(tmp_path: Path) -> None:
+    """A progressToken is echoed in every notification: one of more than 256 characters (here
+    1 MB) or an integer past 64 bits gets none (the spec lets a server send no progress; the
+    schema sets no size, so refusing the request would fail a valid one), its search is
+    answered as usual, and one DEBUG line per request says why. Positive control: a token of
+    exactly 256 characters, on the same kind of cold build, gets its progress."""
+    cases: list[tuple[str | int, bool]] = [
+        ("x" * (1 << 20), False), ("y" * 257, False), (1 << 63, False), ("z" * 256, True),
+        (-(1 << 63), True),
+    ]  # fmt: skip
+    for n, (token, told) in enumerate(cases):
+        folder = _folder(tmp_path, f"case{n}")
+        server = StdioServer("--log-level", "debug", "serve", str(folder))
+        try:
+            server.send(_search(folder.as_uri(), 1, token))
+            before, answer = _until_answer(server, 1)
+            check_message(answer, "tools/call")
+            assert answer["result"].get("isError") is not True
+            assert answer["result"]["structuredContent"]["matches"]
+            if told:
+                _check_progress(before, token)
+            else:
+                assert before == []
+        finally:
+            assert server.close() == 0
+        refusals = [line for line in server.stderr.splitlines() if "progressToken" in line]
+        if told:
+            assert refusals == []
+        elif isinstance(token, str):
+            assert refusals == [
+                f"fs-notes DEBUG fs_notes.protocol: progressToken of {len(token)} characters "
+                "(over 256): no progress is sent"
+            ]
+        else:
+            assert refusals == [
+                "fs-notes DEBUG fs_notes.protocol: progressToken outside the 64-bit integer "
+                "range: no progress is sent"
+            ]
+
+
+def test_an_oversized_token_over_http_is_plain_json_not_a_stream(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, "http-big")
+    write_secret(tmp_path / "token", TOKEN)
+    server = HttpServer(str(folder), "--token-file", str(tmp_path / "token"), tmp=tmp_path,
+                        token=TOKEN)  # fmt: skip
+    try:
+        response = server.post(_search(folder.as_uri(), 1, "h" * 4096))
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("application/json")
+        body = response.json()
+        check_message(body, "tools/call")
+        assert body["id"] == 1 and body["result"]["structuredContent"]["matches"]
+    finally:
+        server.close()

@@ -169,7 +169,9 @@ def test_a_fifo_at_an_index_shm_never_hangs_forget(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert f"not removed {fifo}: a FIFO (never opened)" in lines
-    assert f"removed {record.with_suffix('.sqlite3')} (30 bytes)" in lines
+    gone = tmp_path / "gone"
+    why = f"the index of {gone}: its folder is gone"  # --stale says why (the JSON's "why")
+    assert f"removed {record.with_suffix('.sqlite3')} (30 bytes): {why}" in lines
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
     assert sorted(p.name for p in state.iterdir()) == [fifo.name]
 
@@ -303,7 +305,7 @@ def test_forget_keeps_a_hard_linked_index_file_and_says_why(tmp_path: Path) -> N
     lines = done.stdout.splitlines()
     assert f"not removed {index}: another hard link keeps its data" in lines
     assert f"not removed {record}: kept while another file of its index stays" in lines
-    assert f"removed {wal} (8 bytes)" in lines
+    assert f"removed {wal} (8 bytes): the index of {gone}: its folder is gone" in lines
     assert not any(line.startswith(f"removed {index} (") for line in lines)
     assert _snapshot(index) == before and _snapshot(backup) == before
     assert sorted(p.name for p in state.iterdir()) == sorted([index.name, record.name])

@@ -183,6 +183,10 @@ class HttpLegacy:
             events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
+    def stop(self) -> None:
+        """The server is stopping: the requests in flight of every session are cancelled."""
+        self.sessions.stop()
+
     def close(self) -> None:
         self.sessions.close()
 

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..protocol import requestlog
+from ..protocol.cancel import STOPPING, Token
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import Notification, Request, RequestId, error_response, result_response
 from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
@@ -88,6 +89,8 @@ class LegacySession:
         self._pending: dict[RequestId, tuple[RequestId, asyncio.Future[ClientResponse]]] = {}
         self._inflight: set[RequestId] = set()
         self._cancelled: set[RequestId] = set()
+        self._tokens: dict[RequestId, Token] = {}  # of the requests in flight (protocol/cancel.py)
+        self._stopping = False
         self._closed = False
 
     @property
@@ -136,10 +139,13 @@ class LegacySession:
         if msg.method == "ping":
             return result_response(msg.id, {})
         self._inflight.add(msg.id)
+        token = self._tokens[msg.id] = Token()
+        if self._stopping:
+            token.cancel(STOPPING)
         try:
-            return await self._serve(msg, principal, send)
+            return await self._serve(msg, principal, send, token)
         except _Cancelled:
-            log.info("legacy request %r cancelled by the client", msg.id)
+            log.info("legacy request %r: %s", msg.id, token.why)
             return None
         except ClientRefused as exc:
             log.warning("legacy request %r: %s", msg.id, exc)
@@ -159,6 +165,8 @@ class LegacySession:
         finally:
             self._inflight.discard(msg.id)
             self._cancelled.discard(msg.id)
+            if self._tokens.get(msg.id) is token:
+                del self._tokens[msg.id]
 
     def _notified(self, note: Notification) -> None:
         if note.method == "notifications/initialized":
@@ -172,7 +180,9 @@ class LegacySession:
         else:
             log.debug("legacy notification %s ignored", shown(note.method, 200))
 
-    async def _serve(self, msg: Request, principal: Principal, send: Send) -> dict[str, Any]:
+    async def _serve(
+        self, msg: Request, principal: Principal, send: Send, token: Token
+    ) -> dict[str, Any]:
         params = self.meta_params(msg.params)
         progress = Progress(LEGACY)
         _step(progress, Event.BEGIN)
@@ -189,11 +199,11 @@ class LegacySession:
                 Request(msg.id, msg.method, params),
                 principal,
                 self.transport,
+                token,
                 notify=notify,
                 logged=False,  # this request's one line is written by `handle`
             )
-            assert response is not None
-            if msg.id in self._cancelled:
+            if response is None or msg.id in self._cancelled:  # (None: its work stopped)
                 raise _Cancelled
             result = response.get("result")
             if not isinstance(result, dict):
@@ -284,9 +294,19 @@ class LegacySession:
         if origin not in self._inflight:
             return
         self._cancelled.add(origin)
+        token = self._tokens.get(origin)
+        if token is not None:
+            token.cancel()  # a listing or an index build it runs stops at its next note
         for owner, future in self._pending.values():
             if owner == origin and not future.done():
                 future.set_exception(_Cancelled())
+
+    def stop(self) -> None:
+        """The server is stopping (SIGINT, SIGTERM): every request in flight, and each one from
+        now on, is cancelled (its work stops at its next checkpoint; it gets no answer)."""
+        self._stopping = True
+        for token in list(self._tokens.values()):
+            token.cancel(STOPPING)
 
     def close(self) -> None:
         """The connection or session ended: every wait stops now."""

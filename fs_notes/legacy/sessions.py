@@ -75,6 +75,11 @@ class SessionTable:
         self._drop(sid)
         return True
 
+    def stop(self) -> None:
+        """The server is stopping: every session's requests in flight are cancelled."""
+        for session, _ in list(self._sessions.values()):
+            session.stop()
+
     def close(self) -> None:
         for sid in list(self._sessions):
             self._drop(sid)

@@ -86,6 +86,11 @@ class StdioLegacy:
             return error_response(rid, ProtocolError(INVALID_REQUEST, "Invalid Request"))
         return await self.session.handle(msg, self._principal, self._send)
 
+    def stop(self) -> None:
+        """The server is stopping: the session's requests in flight are cancelled."""
+        if self.session is not None:
+            self.session.stop()
+
     def close(self) -> None:
         if self.session is not None:
             self.session.close()

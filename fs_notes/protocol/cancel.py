@@ -5,7 +5,14 @@ the client says so: over stdio a `notifications/cancelled` naming the request id
 client closing the connection before the answer. `Dispatcher.handle` then never answers that
 request (spec: "Not send a response for the cancelled request"), and work that can stop does:
 every listing of notes (tools/context.py `NotesEnv.notes`) passes a `checkpoint()`, which raises
-`Cancelled` in the thread answering a cancelled request.
+`Cancelled` in the thread answering a cancelled request, and so does every note a search
+index build indexes (tools/indexed.py).
+
+A server that is stopping (SIGINT, SIGTERM) cancels every request it is answering
+(`InFlight.stop`): long work (a first index build of a large folder) stops at its next
+checkpoint instead of holding the exit up, and a request that arrives after that is cancelled
+from the start. A cancelled build keeps what it committed (search/index.py): the next start
+indexes only the rest.
 
 Guarantees: a cancelled request gets no response, whether its work stopped or finished first;
 a cancellation naming an id that is not in flight (unknown, or answered already) is ignored.
@@ -30,11 +37,19 @@ class Cancelled(BaseException):
     tool or in the dispatcher's internal-error net, can turn it into an answer."""
 
 
+#: Why a token was cancelled (`Token.why`), for the log line of the request it stopped.
+BY_CLIENT = "cancelled by the client"
+STOPPING = "the server is stopping"
+
+
 class Token:
     def __init__(self) -> None:
         self._event = threading.Event()
+        self.why = BY_CLIENT
 
-    def cancel(self) -> None:
+    def cancel(self, why: str = BY_CLIENT) -> None:
+        if not self._event.is_set():
+            self.why = why
         self._event.set()
 
     @property
@@ -63,12 +78,26 @@ class InFlight:
     def __init__(self) -> None:
         self._tokens: dict[Hashable, Token] = {}
         self._lock = threading.Lock()
+        self._stopped = False
 
     def begin(self, request_id: Hashable) -> Token:
+        """The token of a request now being answered; already cancelled once `stop` ran."""
         token = Token()
         with self._lock:
+            if self._stopped:
+                token.cancel(STOPPING)
             self._tokens[request_id] = token
         return token
+
+    def stop(self) -> int:
+        """The server is stopping: cancel every request in flight, and each one begun from now
+        on. How many were in flight."""
+        with self._lock:
+            self._stopped = True
+            tokens = list(self._tokens.values())
+        for token in tokens:
+            token.cancel(STOPPING)
+        return len(tokens)
 
     def end(self, request_id: Hashable, token: Token) -> None:
         with self._lock:

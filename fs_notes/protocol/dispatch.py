@@ -96,7 +96,7 @@ class Dispatcher:
             log.debug("notification %s ignored", shown(msg.method, 200))
             return None
         started = time.monotonic()
-        token = token_of(msg.params) if notify is not None else None
+        token = token_of(msg.params, explain=True) if notify is not None else None
         reporter = Reporter(token, notify) if token is not None and notify is not None else None
         bound = cancel.bind() if cancel is not None else None
         bound_progress = reporter.bind() if reporter is not None else None
@@ -104,7 +104,8 @@ class Dispatcher:
         try:
             response = self._answer(msg, principal, transport)
         except Cancelled:
-            log.info("%s id=%r stopped: cancelled by the client", shown(msg.method, 200), msg.id)
+            why = cancel.why if cancel is not None else "cancelled"
+            log.info("%s id=%r stopped: %s", shown(msg.method, 200), msg.id, why)
         finally:
             if reporter is not None and bound_progress is not None:
                 reporter.close()

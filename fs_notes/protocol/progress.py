@@ -7,6 +7,14 @@ a token), and long work deep in a handler (a search index's first build, search/
 `notifications/progress` {progressToken, progress, total, message} sent on the request's own
 channel (stdio: a line; HTTP: an event of the request's SSE response) before its answer.
 
+A token is echoed in every notification of its request, so its size is bounded: a string of
+more than `MAX_TOKEN_CHARS` characters, or an integer outside the signed 64-bit range, gets no
+progress at all (the request is answered as usual, and one DEBUG line per request says why).
+Why not an invalid-params error: the spec (2026-07-28 basic/patterns/progress) lets a server
+"choose not to send any progress notifications" for a request with a token, and the schema's
+ProgressToken (string or integer) sets no size, so refusing such a request would fail one the
+protocol calls valid; sending nothing is the allowed choice.
+
 Guarantees: progress strictly increases from one notification to the next of a request (a
 report that does not is dropped), none is sent once the request is answered (`close`), at most
 one every `MIN_INTERVAL` seconds unless the work is done (progress == total), and only for a
@@ -35,12 +43,29 @@ _current: contextvars.ContextVar[Reporter | None] = contextvars.ContextVar(
 )
 
 
-def token_of(params: Mapping[str, Any]) -> str | int | None:
-    """The request's progress token, if it gave a valid one."""
+MAX_TOKEN_CHARS = 256
+_INT_RANGE = range(-(1 << 63), 1 << 63)
+
+
+def token_of(params: Mapping[str, Any], *, explain: bool = False) -> str | int | None:
+    """The request's progress token, if it gave a valid one of a bounded size (see the module
+    docstring); with `explain`, a token refused for its size is said at DEBUG (the dispatcher
+    asks, once per request)."""
     meta = params.get("_meta")
     token = meta.get("progressToken") if isinstance(meta, dict) else None
-    if isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool)):
-        return token
+    if isinstance(token, str):
+        if len(token) <= MAX_TOKEN_CHARS:
+            return token
+        if explain:
+            log.debug("progressToken of %d characters (over %d): no progress is sent",
+                      len(token), MAX_TOKEN_CHARS)  # fmt: skip
+        return None
+    if isinstance(token, int) and not isinstance(token, bool):
+        if token in _INT_RANGE:
+            return token
+        if explain:
+            log.debug("progressToken outside the 64-bit integer range: no progress is sent")
+        return None
     return None
 
 

@@ -29,7 +29,10 @@ Guarantees:
   a note over its workspace's read limit is indexed by its title and name only. A cold build
   logs a progress line at INFO every `PROGRESS_SECONDS`, tells its caller after each note (the
   request's MCP progress notifications, tools/indexed.py), and commits every `BATCH` notes, so a
-  build that is cancelled or times out keeps what it did.
+  build that is cancelled or times out keeps what it did. The caller's callback may raise to
+  stop the build (tools/indexed.py does when its request is cancelled, also by a server that is
+  stopping): the batch under way is rolled back, every committed note stays whole (a note's
+  rows are written in one transaction), and the next refresh indexes only what is missing.
 - The file is created 0600 by us (never through a symlink), in the state folder (the replay
   database's), never in a workspace; temporary tables stay in memory (the confined server writes
   nowhere else). A file that is not an index of this version's shape is removed and built again.
@@ -266,7 +269,8 @@ class NoteIndex:
         """Bring the index in line with `listed` ((id, identity key) of every servable note of
         the workspace); `load(id)` gives the note's Extract, or None for a note that cannot be
         read now; `on_progress(done, total)` is called after each note (re)indexed (the caller
-        rate-limits what it does with it). Returns how many notes were (re)indexed. (Reading
+        rate-limits what it does with it; an exception it raises stops the build, keeping the
+        batches committed, and is raised again). Returns how many notes were (re)indexed. (Reading
         ahead in threads was tried: with the GIL shared by the parsing thread, a 100,000-note
         build took 31 s instead of 20 with the files in the page cache, and gained 3 s of 36
         without.)"""
@@ -300,8 +304,7 @@ class NoteIndex:
                     self._drop(conn, gone)
                 conn.execute("COMMIT")
             except BaseException:
-                if conn.in_transaction:  # (a failed COMMIT may have ended it: keep its error)
-                    conn.execute("ROLLBACK")
+                self._roll_back(conn)
                 raise
         if last != started:
             took = time.monotonic() - started
@@ -324,9 +327,19 @@ class NoteIndex:
                         self._put(conn, note_id, key, load)
                 conn.execute("COMMIT")
             except BaseException:
-                if conn.in_transaction:  # (a failed COMMIT may have ended it: keep its error)
-                    conn.execute("ROLLBACK")
+                self._roll_back(conn)
                 raise
+
+    def _roll_back(self, conn: sqlite3.Connection) -> None:
+        """Undo the transaction under way, and count again what the index holds (the counts
+        `_add` and `_drop` kept included the rows undone)."""
+        if conn.in_transaction:  # (a failed COMMIT may have ended it: keep its error)
+            conn.execute("ROLLBACK")
+        with contextlib.suppress(sqlite3.Error):  # (the error being raised says more)
+            total = conn.execute(
+                "SELECT coalesce(sum(body_chars), 0), count(*) FROM doc"
+            ).fetchone()
+            self._total, self._docs = int(total[0]), int(total[1])
 
     def _put(
         self,

@@ -50,7 +50,7 @@ from ..protocol.models import CallToolResult, TextContent, tool_error
 from ..render import shown, shown_id
 from ..search.index import NoteIndex
 from ..statefolder import index_name
-from .granted import sole_workspace, valid_choices
+from .granted import not_a_uri, sole_workspace, valid_choices
 from .notecache import NoteCache
 
 log = logging.getLogger("fs_notes.tools")
@@ -308,6 +308,9 @@ class NotesEnv:
         try:
             grant = self.policy.authorize(principal, workspace_uri, op)
         except LexicalError as exc:
+            if exc.rule == "scheme" and ":" not in workspace_uri:  # a name or a path
+                text = not_a_uri(self.policy, principal, workspace_uri)
+                raise ToolFailure(f"invalid workspaceUri: {text}") from None
             raise ToolFailure(
                 f"invalid workspaceUri: {exc}; {valid_choices(self.policy, principal)}"
             ) from None

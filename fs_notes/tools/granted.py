@@ -2,8 +2,10 @@
 
 Three places tell a model which folder to pass (issue 25): the server's `instructions` (the
 `server/discover` result, and so the legacy `initialize` result built from it), the
-`notes_workspaces` tool, and the refusal of an unknown or ungranted `workspaceUri`. All three are
-built here, from the policy's grants for the request's principal only.
+`notes_workspaces` tool, and the refusal of an unknown or ungranted `workspaceUri` (and of one
+that is not a URI at all, a bare name like "vault": `not_a_uri` suggests the granted workspace
+of that name). All three are built here, from the policy's grants for the request's principal
+only.
 
 What it guarantees
   * Only the principal's own grants are listed, never another principal's workspaces: the
@@ -68,6 +70,24 @@ def valid_choices(policy: Policy, principal: object) -> str:
     if not text:
         return "no workspace is granted to you"
     return f"the workspaces you may use: {text}"
+
+
+def not_a_uri(policy: Policy, principal: object, value: str) -> str:
+    """The refusal of a workspaceUri that is not a URI at all (no scheme: a bare workspace name
+    such as "vault", or a folder path): what is expected, the principal's own workspace whose
+    name (exactly, else case-folded) or folder is that value if there is one, then the valid
+    ones. Never a workspace of another principal: the match is made among its grants only."""
+    grants = _grants(policy, principal)
+    wanted = value.rstrip("/") or value
+    match = next((g for g in grants if g.workspace.name == value), None)
+    match = match or next(
+        (g for g in grants if g.workspace.name.casefold() == value.casefold()), None
+    )
+    match = match or next((g for g in grants if g.workspace.path == wanted), None)
+    text = f'"{shown(value, _SHOWN_NAME)}" is not a URI: a workspace is named by its file:// URI'
+    if match is not None:
+        text += f'; did you mean "{shown(match.workspace.uri, _SHOWN_URI)}"?'
+    return f"{text}; {valid_choices(policy, principal)}"
 
 
 def instructions(policy: Policy, principal: object) -> str:

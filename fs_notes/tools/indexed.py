@@ -20,8 +20,11 @@ workspace (the index never widens what can be seen: callers still re-check each 
 `recheck`, which stats the note through layer 2 and drops it from the index if it changed).
 Refreshes of one workspace are serialized. A request that waits on a build of the whole
 workspace and carries `_meta.progressToken` is sent `notifications/progress` (done and total
-notes) while it waits (protocol/progress.py). Does not: watch folders of roots that do not hand over
-fds (the escape exercises' knocked-out layers): those are walked on every query.
+notes) while it waits (protocol/progress.py). A build stops at the next note once its
+request is cancelled (by the client, or by SIGINT/SIGTERM stopping the server): what it
+committed stays, the rest is indexed by the next query. Does not: watch folders of roots that
+do not hand over fds (the escape exercises' knocked-out layers): those are walked on every
+query.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from collections.abc import Iterator
 
 from ..fs import FsError, Identity, TooLarge
 from ..fs.watch import Changes
-from ..protocol import progress
+from ..protocol import cancel, progress
 from ..search.index import Extract, LinkOut
 from .context import NotesEnv, Opened, ToolFailure, fs_message
 from .links import links_of
@@ -136,7 +139,7 @@ class Indexed:
             watch.reset()
             listing = env.notes(ws, on_folder=watch.add, on_skip=watch.suspect)
             listed = ((i, key_text(stat_key(st))) for i, st in listing)
-            self.index.refresh(listed, load, _progress if progress.wanted() else None)
+            self.index.refresh(listed, load, _progress if progress.wanted() else _checkpoint)
             watch.walked()
         elif changes.names:
             entries = []
@@ -186,9 +189,16 @@ class Indexed:
         return note_id if key is not None and self.recheck(note_id, key) else None
 
 
+def _checkpoint(done: int, total: int) -> None:
+    """After each note of a build: stop (Cancelled) if its request was cancelled, by the client
+    or by a server that is stopping (protocol/cancel.py)."""
+    cancel.checkpoint()
+
+
 def _progress(done: int, total: int) -> None:
-    """The index build's progress, to the request waiting on it if it asked with a
+    """`_checkpoint`, then the build's progress to the request waiting on it if it asked with a
     progressToken (protocol/progress.py)."""
+    cancel.checkpoint()
     progress.report(done, total, f"indexing the workspace's notes: {done} of {total}")
 
 

@@ -17,6 +17,9 @@ The Host check (`HostCheck`) accepts the loopback names on the listening port an
 does not count as a request in flight once its stream has begun (listens have their own bound).
 A request with a `_meta.progressToken` whose work reports progress (a first index build) is
 answered with an SSE stream: its `notifications/progress` events, then its response.
+SIGINT/SIGTERM cancel every modern request in flight (protocol/cancel.py `InFlight.stop`)
+before uvicorn's graceful shutdown: long work (a first index build) stops at its next note, and
+its client gets no answer.
 Each request leaves one log line (protocol/requestlog.py): the dispatcher or the legacy session
 writes it, and every refusal here (405, 403, 401, 413, 429, an unreadable body) writes its own,
 with the status as outcome and nothing the client sent (never the token).
@@ -25,10 +28,13 @@ with the status as outcome and nothing the client sent (never the token).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 from starlette.applications import Starlette
@@ -42,7 +48,7 @@ from ..legacy.http import HttpLegacy
 from ..legacy.sessions import SessionTable
 from ..limits import EXECUTING_PER_PRINCIPAL, Limits
 from ..protocol import requestlog
-from ..protocol.cancel import Token
+from ..protocol.cancel import InFlight, Token
 from ..protocol.dispatch import Dispatcher, Principal
 from ..protocol.envelope import EnvelopeError, Request, dumps, error_response, parse
 from ..protocol.errors import HTTP_STATUS, INVALID_REQUEST, ProtocolError
@@ -54,6 +60,7 @@ from .sse import Streams, listen
 log = logging.getLogger("fs_notes.http")
 
 MAX_BODY = 4 << 20
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 Authenticator = Callable[[str | None], Principal | None]
 
 
@@ -99,6 +106,7 @@ def build_app(
     sessions = legacy if legacy is not None else HttpLegacy(LegacyAdapter(dispatcher), table)
     hosts = HostCheck(allowed_hosts) if allowed_hosts is not None else None
     streams = Streams()  # open subscriptions/listen streams, ended when the server stops
+    inflight = InFlight()  # the requests being answered, cancelled when the server stops
 
     async def endpoint(request: HttpRequest) -> Response:
         started = time.monotonic()
@@ -207,9 +215,13 @@ def build_app(
         if isinstance(msg, Request):
             turn = executing.setdefault(principal.name, asyncio.Semaphore(EXECUTING_PER_PRINCIPAL))
             if token_of(msg.params) is not None:
-                return await _with_progress(request, dispatcher, msg, principal, turn), True
+                return await _with_progress(
+                    request, dispatcher, msg, principal, turn, inflight
+                ), True
             async with turn:  # a principal's share of the executor threads (limits.py)
-                response = await _unless_disconnected(request, dispatcher, msg, principal)
+                response = await _unless_disconnected(
+                    request, dispatcher, msg, principal, inflight
+                )
         else:
             response = await dispatcher.handle_async(msg, principal, "http")
         return _answered(response), True
@@ -218,6 +230,8 @@ def build_app(
         routes=[Route("/mcp", endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH"])]
     )
     app.state.listen_streams = streams
+    app.state.in_flight = inflight  # stopping the server cancels them (`run`)
+    app.state.legacy = sessions  # and those of the legacy sessions
     return app
 
 
@@ -236,6 +250,7 @@ async def _with_progress(
     msg: Request,
     principal: Principal,
     turn: asyncio.Semaphore,
+    inflight: InFlight,
 ) -> Response:
     """Answer a request that carries a progress token: as JSON if it is answered before any
     progress is reported, else as an SSE stream (spec: transports, "the server MAY send
@@ -244,7 +259,7 @@ async def _with_progress(
     disconnects (before or during the stream) cancels the request."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[bool, dict[str, Any] | None]] = asyncio.Queue()
-    token = Token()
+    key, token = _begin(inflight)
 
     def notify(message: dict[str, Any]) -> None:  # from the thread answering the request
         loop.call_soon_threadsafe(queue.put_nowait, (False, message))
@@ -260,6 +275,7 @@ async def _with_progress(
             queue.put_nowait((True, response))
 
     task = asyncio.ensure_future(work())
+    task.add_done_callback(lambda _: inflight.end(key, token))
     first = asyncio.ensure_future(queue.get())
     gone = asyncio.ensure_future(_disconnected(request))
     try:
@@ -298,12 +314,17 @@ def _event(message: dict[str, Any]) -> bytes:
 
 
 async def _unless_disconnected(
-    request: HttpRequest, dispatcher: Dispatcher, msg: Request, principal: Principal
+    request: HttpRequest,
+    dispatcher: Dispatcher,
+    msg: Request,
+    principal: Principal,
+    inflight: InFlight,
 ) -> dict[str, Any] | None:
     """Answer `msg`; a client that disconnects first cancels it (spec: cancellation, "The
     server MUST treat a client disconnect as cancellation of that request")."""
-    token = Token()
+    key, token = _begin(inflight)
     work = asyncio.ensure_future(dispatcher.handle_async(msg, principal, "http", token))
+    work.add_done_callback(lambda _: inflight.end(key, token))
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -313,6 +334,13 @@ async def _unless_disconnected(
         token.cancel()  # the work stops at its next checkpoint; nobody is there to answer
         return None
     return work.result()
+
+
+def _begin(inflight: InFlight) -> tuple[object, Token]:
+    """A request's token, registered (by itself: request ids are the clients' and may repeat
+    across them) until its work ends, so that stopping the server cancels it."""
+    key = object()
+    return key, inflight.begin(key)
 
 
 async def _disconnected(request: HttpRequest) -> None:
@@ -438,14 +466,42 @@ def run(
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     server = uvicorn.Server(config)
     streams = getattr(app.state, "listen_streams", None)
-    if isinstance(streams, Streams):  # stopping ends each listen stream with its result
-        stop = server.handle_exit
+    inflight = getattr(app.state, "in_flight", None)
+    legacy = getattr(app.state, "legacy", None)
+    stop = server.handle_exit
 
-        def handle_exit(sig: int, frame: Any) -> None:
+    def handle_exit(sig: int, frame: Any) -> None:
+        # Stopping cancels the requests in flight (long work, a first index build, stops at
+        # its next note instead of holding the exit up) and ends each listen stream with its
+        # result.
+        if isinstance(inflight, InFlight):
+            cancelled = inflight.stop()
+            if cancelled:
+                log.info("stopping: %d request(s) in flight cancelled", cancelled)
+        if isinstance(legacy, HttpLegacy):
+            legacy.stop()
+        if isinstance(streams, Streams):
             streams.end_all()
-            stop(sig, frame)
+        stop(sig, frame)
 
-        server.handle_exit = handle_exit  # type: ignore[method-assign]
+    server.handle_exit = handle_exit  # type: ignore[method-assign]
+
+    @contextlib.contextmanager
+    def capture_signals() -> Iterator[None]:
+        # uvicorn's own raises the signal again once it has shut down, so serve would end by
+        # SIGINT's KeyboardInterrupt (exit 1) or die of SIGTERM (143): the shutdown it did is
+        # the clean end (exit 0, docs/interface.md).
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, server.handle_exit) for sig in _STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    server.capture_signals = capture_signals  # type: ignore[method-assign]
     sockets = [sock] if sock is not None else None
     if on_started is not None:
         original = server.startup

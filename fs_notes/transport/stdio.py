@@ -5,9 +5,12 @@ after another thread took over the reading, so a slow call never holds up the ot
 request waits for a second thread to wake up. At most MAX_THREADS requests are answered at once.
 Responses are written whole, one per line, under a lock. The protocol stream gets a private
 duplicate of fd 1 and fd 1 itself is pointed at stderr, so a stray print or a child process can
-never corrupt the stream. Ends cleanly on EOF, SIGTERM or SIGINT, after the requests in flight
-have been answered (bounded by a grace period). Started from a terminal (stdin is a tty), it says
-on stderr that it waits for an MCP client on stdin and how to stop it (`WAITING`).
+never corrupt the stream. Ends cleanly on EOF after the requests in flight have been answered
+(bounded by a grace period); on SIGTERM or SIGINT it cancels them first (protocol/cancel.py
+`InFlight.stop`), so long work such as a first index build stops at its next note instead of
+holding the exit up (a cancelled request gets no answer). Started from a terminal (stdin is a
+tty), it says on stderr that it waits for an MCP client on stdin and how to stop it
+(`WAITING`).
 
 Each request leaves one log line (protocol/requestlog.py): the dispatcher writes it, a line
 refused before dispatch (not JSON, not JSON-RPC, too large) is written here. A request with a
@@ -188,9 +191,16 @@ async def serve(
         asyncio.run_coroutine_threadsafe(dispatch_on_loop(raw), loop).result(GRACE_SECONDS)
         return None
 
+    def stop() -> None:  # SIGINT, SIGTERM: what is in flight is cancelled, not waited for
+        cancelled = inflight.stop()
+        if cancelled:
+            log.info("stopping: %d request(s) in flight cancelled", cancelled)
+        link.stop()  # and a legacy session's
+        end()
+
     pool = Leaders(source, classify, max_threads=MAX_THREADS, on_end=end)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, end)
+        loop.add_signal_handler(sig, stop)
     pool.start()
     if os.isatty(0):  # a person, not an MCP client, started it: say what it waits for
         sys.stderr.write(WAITING)
