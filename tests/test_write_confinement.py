@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import psutil
 import pytest
 from layers import requirement
 from oslayer import chroot_only, host_mode, make_layer, nothing_enforceable, policy_for
-from wire import StdioServer, call_tool
+from wire import REPO, StdioServer, call_tool, child_env
 
 from fs_notes.compose import ConfirmParts, build_server, open_roots
 from fs_notes.confirm.audit import AuditLog
@@ -341,15 +343,19 @@ def test_a_policy_names_the_user_the_workers_run_as(tmp_path: Path) -> None:
     # one (else as the folder's owner). "own" belongs to nobody: its note is created by nobody.
     # "roots" belongs to root, so nobody (with no capability left) cannot write in it: refused,
     # nothing created. Positive control: "plain" (root's, no worker_user) is written, by root.
-    if os.geteuid() != 0:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI runs as root")
-        pytest.skip("needs root")
+    verdict, why = requirement("root")
+    if verdict == "fail":
+        pytest.fail(why)
+    if verdict == "skip":
+        pytest.skip(why)
     mode = host_mode()
     folders = {name: tmp_path / name for name in ("own", "roots", "plain")}
     for folder in folders.values():
         folder.mkdir()
         os.chmod(folder, 0o755)
+    if verdict == "unprivileged":
+        _a_regular_user_cannot_name_another_worker_user(tmp_path, folders)
+        return
     os.chown(folders["own"], 65534, 65534)
     lines = ['[[principal]]\nname = "me"\nlocal = true\n']
     for name, folder in folders.items():
@@ -400,3 +406,43 @@ def test_worker_user_needs_serve_to_run_as_root_or_as_that_user(tmp_path: Path) 
     assert proc.returncode == 2
     assert "no such user on this host: 'no-such-user-here'" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def _a_regular_user_cannot_name_another_worker_user(
+    tmp_path: Path, folders: dict[str, Path]
+) -> None:
+    """What a regular user gets instead: serve refuses to start (exit 2, the workspace and
+    user named), before it makes anything; naming themselves is allowed (the control)."""
+    def policy(user: str) -> Path:
+        path = tmp_path / f"policy-{user}.toml"
+        path.write_text(
+            '[[principal]]\nname = "me"\nlocal = true\n\n'
+            f'[[workspace]]\nname = "own"\npath = "{folders["own"]}"\nworker_user = "{user}"\n\n'
+            '[[grant]]\nprincipal = "me"\nworkspace = "own"\noperations = ["read", "write"]\n'
+        )
+        return path
+
+    state = tmp_path / "state"
+    refused = subprocess.run(
+        [sys.executable, "-m", "fs_notes", "serve", "--policy", str(policy("65534")),
+         "--state-dir", str(state)],
+        input="", capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    import pwd
+
+    named = pwd.getpwuid(65534).pw_name  # the policy's "65534", as the message names it
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f'fs-notes: workspace "own": worker_user = "{named}" needs serve to run as root (or as '
+        "that user)"
+    ), refused.stderr
+    assert os.listdir(folders["own"]) == [] and not state.exists()
+    me = str(os.geteuid())
+    allowed = StdioServer("serve", "--policy", str(policy(me)), "--state-dir", str(state))
+    try:
+        made = allowed.ask(call_tool(1, "notes_create", {"workspaceUri": folders["own"].as_uri(),
+                                                         "id": "n.md", "content": "# N\n"}))
+    finally:
+        assert allowed.close() == 0
+    assert made["result"].get("isError") is not True, made
+    assert (folders["own"] / "n.md").stat().st_uid == os.geteuid()
