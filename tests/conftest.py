@@ -7,6 +7,9 @@
 - In the regular-user pass (.ci/user sets FS_NOTES_TEST_UNPRIVILEGED=1) the session fails if it
   runs as root (the launcher did not drop privilege) or if any test was skipped: every test
   there runs or fails.
+- No test touches the state folder of whoever runs the suite (~/.local/state/fs-notes, where
+  their own servers keep indexes of their notes): the session fails if anything there was
+  made or changed while it ran (a server started without tests/wire.py's child_env).
 """
 
 from __future__ import annotations
@@ -18,8 +21,29 @@ from collections.abc import Iterator
 import mountns
 import pytest
 
+_STATE_BEFORE: dict[str, tuple[int, int]] = {}
+
+
+def _state_listing() -> dict[str, tuple[int, int]]:
+    from fs_notes.statefolder import state_home
+
+    folder = state_home()
+    out: dict[str, tuple[int, int]] = {}
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return out
+    for name in names:
+        try:
+            st = os.lstat(os.path.join(folder, name))
+        except OSError:
+            continue
+        out[name] = (st.st_ino, st.st_mtime_ns)
+    return out
+
 
 def pytest_configure(config: pytest.Config) -> None:
+    _STATE_BEFORE.update(_state_listing())
     if os.environ.get("FS_NOTES_TEST_UNPRIVILEGED") == "1" and os.geteuid() == 0:
         raise pytest.UsageError(
             "FS_NOTES_TEST_UNPRIVILEGED=1 but the tests run as root: the regular-user pass "
@@ -59,9 +83,18 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    after = _state_listing()
+    touched = sorted(n for n, seen in after.items() if _STATE_BEFORE.get(n) != seen)
+    if touched and os.environ.get(mountns.INSIDE) != "1":
+        if reporter is not None:
+            reporter.write_line(
+                f"the tests made or changed {len(touched)} file(s) in the real state folder "
+                f"(a server started without child_env): {', '.join(touched[:6])}", red=True,
+            )  # fmt: skip
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if os.environ.get("FS_NOTES_TEST_UNPRIVILEGED") != "1":
         return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = len(reporter.stats.get("skipped", [])) if reporter is not None else 0
     if skipped:
         if reporter is not None:

@@ -106,14 +106,14 @@ def home_for_nobody() -> Path:
 
 
 def regular_user(command: list[str], home: Path) -> list[str]:
-    if os.geteuid() != 0:
-        return command
+    private = [f"HOME={home}", f"TMPDIR={home}", f"XDG_STATE_HOME={home}/state"]
+    if os.geteuid() != 0:  # already a regular user: only the private home (never the real one)
+        return ["env", *private, *command]
     setpriv = shutil.which("setpriv") or "setpriv"
     return [
         setpriv, "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups",
         "--inh-caps=-all", "--bounding-set=-all", "--",
-        "env", f"HOME={home}", f"TMPDIR={home}", f"XDG_STATE_HOME={home}/state",
-        "PATH=/usr/bin:/bin", "PYTHONUNBUFFERED=1", *command,
+        "env", *private, "PATH=/usr/bin:/bin", "PYTHONUNBUFFERED=1", *command,
     ]  # fmt: skip
 
 

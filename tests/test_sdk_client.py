@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from wire import REPO, HttpServer, http_server, write_secret
+from wire import REPO, HttpServer, child_env, http_server, write_secret
 
 from fs_notes.fs import Identity
 from fs_notes.fs.version import note_version
@@ -179,7 +179,11 @@ def test_official_client_over_stdio(workspace: Path) -> None:
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "fs_notes", "serve", str(workspace)],
-            env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
+            env={
+                "PYTHONPATH": str(REPO),
+                "PATH": os.environ.get("PATH", ""),
+                "XDG_STATE_HOME": child_env()["XDG_STATE_HOME"],
+            },  # never the real one
             cwd=str(REPO),
         )
         async with Client(params, cache=None, read_timeout_seconds=30) as client:
@@ -247,7 +251,11 @@ def test_official_client_delete_flow_with_an_elicitation_callback(
                     "--replay-db",
                     str(tmp_path / "r.db"),
                 ],
-                env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
+                env={
+                    "PYTHONPATH": str(REPO),
+                    "PATH": os.environ.get("PATH", ""),
+                    "XDG_STATE_HOME": child_env()["XDG_STATE_HOME"],
+                },  # never the real one
                 cwd=str(REPO),
             )
             async with Client(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import anyio
 from mcp import Client, StdioServerParameters
-from wire import REPO
+from wire import REPO, child_env
 
 
 def test_official_client_moves_a_note_and_rewrites_its_links(tmp_path: Path) -> None:
@@ -28,7 +28,11 @@ def test_official_client_moves_a_note_and_rewrites_its_links(tmp_path: Path) -> 
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "fs_notes", "serve", str(ws), "--replay-db", str(tmp_path / "r.db")],
-            env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
+            env={
+                "PYTHONPATH": str(REPO),
+                "PATH": os.environ.get("PATH", ""),
+                "XDG_STATE_HOME": child_env()["XDG_STATE_HOME"],
+            },  # never the real one
             cwd=str(REPO),
         )
         async with Client(params, cache=None, read_timeout_seconds=30) as client:
