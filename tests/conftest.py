@@ -1,7 +1,8 @@
 """Two rules for the whole suite, both about who runs it (see tests/mountns.py, tests/layers.py).
 
-- A test marked `mounts`, run by a regular user, runs again alone in a user and mount namespace
-  of its own, and is reported as that run's outcome; inside it, the test's body starts with no
+- A test marked `mounts`, collected for a regular user, is replaced by a `MountRerun` item of
+  the same id: it runs the test again alone in a user and mount namespace of its own, and is
+  reported as that run's outcome; inside it, the test's body starts with no
   capability (so fs-notes runs as the regular user, with none) - unless it is marked
   `mounts(body=True)`: a test that mounts in its body and starts no fs-notes process.
 - In the regular-user pass (.ci/user sets FS_NOTES_TEST_UNPRIVILEGED=1) the session fails if it
@@ -15,7 +16,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 
 import mountns
@@ -51,26 +51,50 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    if item.get_closest_marker("mounts") is None or mountns.can_mount():
-        return None
-    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    started = time.monotonic()
-    marker = item.get_closest_marker("timeout")
-    timeout = float(marker.args[0]) if marker and marker.args else 120.0
-    passed, output = mountns.rerun(item.nodeid, timeout)
-    took = time.monotonic() - started
-    for when in ("setup", "call", "teardown"):
-        failed = when == "call" and not passed
-        report = pytest.TestReport(
-            nodeid=item.nodeid, location=item.location, keywords={}, when=when,
-            outcome="failed" if failed else "passed", duration=took if when == "call" else 0.0,
-            longrepr=f"in a user and mount namespace of its own:\n{output}" if failed else None,
+class _RerunFailed(Exception):
+    pass
+
+
+class MountRerun(pytest.Item):
+    """A test marked `mounts`, collected for a regular user: run again alone, inside a user and
+    mount namespace of its own (tests/mountns.py); it passes only if that run passed."""
+
+    def __init__(self, *, original: pytest.Item, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.original_nodeid = original.nodeid
+        marker = original.get_closest_marker("timeout")
+        self.timeout = float(marker.args[0]) if marker and marker.args else 120.0
+        self.own_markers.extend(original.own_markers)
+
+    def runtest(self) -> None:
+        args = list(self.config.invocation_params.args)
+        plugins = tuple(
+            args[i + 1] for i, arg in enumerate(args[:-1])
+            if arg == "-p" and args[i + 1] != "no:cacheprovider"
         )  # fmt: skip
-        item.ihook.pytest_runtest_logreport(report=report)
-    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-    return True
+        passed, output = mountns.rerun(self.original_nodeid, self.timeout,
+                                       self.config.rootpath, plugins)  # fmt: skip
+        if not passed:
+            raise _RerunFailed(output)
+
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: object = None
+    ) -> str:
+        if isinstance(excinfo.value, _RerunFailed):
+            return f"in a user and mount namespace of its own:\n{excinfo.value}"
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return self.original_nodeid.split("::")[0], None, self.name
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:  # fmt: skip
+    if mountns.can_mount():
+        return
+    for i, item in enumerate(items):
+        if item.get_closest_marker("mounts") is not None and item.parent is not None:
+            items[i] = MountRerun.from_parent(item.parent, name=item.name, original=item)
 
 
 @pytest.hookimpl(hookwrapper=True)

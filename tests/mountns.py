@@ -51,13 +51,18 @@ def command_prefix() -> tuple[list[str], list[str]]:
     return list(PREFIX), list(DROP)
 
 
-def rerun(nodeid: str, timeout: float) -> tuple[bool, str]:
-    """Run one test again inside a user and mount namespace: (passed, what pytest printed)."""
-    cmd = [*PREFIX, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
-           "--timeout", str(int(timeout)), nodeid]  # fmt: skip
+def rerun(
+    nodeid: str, timeout: float, cwd: Path = REPO, plugins: tuple[str, ...] = ()
+) -> tuple[bool, str]:
+    """Run one test again inside a user and mount namespace: (passed, what pytest printed).
+    `cwd` is the session's root folder (node ids are relative to it); `plugins` the `-p`
+    names the session was started with."""
+    loaded = [arg for name in plugins for arg in ("-p", name)]
+    cmd = [*PREFIX, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *loaded,
+           "-rA", "--rootdir", str(cwd), "--timeout", str(int(timeout)), nodeid]  # fmt: skip
     env = {**os.environ, INSIDE: "1", "FS_NOTES_TEST_OUTER_UID": str(os.getuid())}
     try:
-        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
                               timeout=timeout + 30, check=False)  # fmt: skip
     except subprocess.TimeoutExpired as exc:
         return False, f"the re-run in a mount namespace timed out: {exc}"

@@ -58,3 +58,34 @@ def test_a_skip_fails_the_regular_user_pass_and_root_cannot_run_it(tmp_path: Pat
     else:
         assert strict.returncode == 1, strict.stdout
         assert "regular-user pass: 1 test(s) skipped; none may be" in strict.stdout
+
+
+MOUNTING = """
+import os, pytest
+
+@pytest.mark.mounts
+def test_mounts_and_fails():
+    assert os.environ.get("FS_NOTES_TEST_MOUNT_NS", "0") == "-"
+"""
+
+
+def test_a_mounting_test_is_run_again_in_a_namespace_and_its_failure_reported(
+    tmp_path: Path,
+) -> None:
+    case = tmp_path / "test_mounting.py"
+    case.write_text(MOUNTING)
+    full = {**os.environ, "PYTHONPATH": f"{REPO / 'tests'}:{REPO}",
+            "XDG_STATE_HOME": str(tmp_path / "state")}  # fmt: skip
+    full.pop("FS_NOTES_TEST_MOUNT_NS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest",
+         "--rootdir", str(tmp_path), str(case)],
+        cwd=tmp_path, env=full, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout
+    if os.geteuid() == 0:  # root mounts where it is: the test ran here, outside any namespace
+        assert "assert '0' == '-'" in done.stdout
+        assert "in a user and mount namespace of its own" not in done.stdout
+    else:  # a regular user's: run again inside one (where the variable is "1"), and said so
+        assert "in a user and mount namespace of its own" in done.stdout
+        assert "assert '1' == '-'" in done.stdout
