@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
-from layers import requirement
+from layers import Verdict, requirement
 
 from fs_notes.compose import open_roots
 from fs_notes.policy import Policy
@@ -40,14 +40,20 @@ def chroot_only(timeout: float = 10.0) -> HostReport:
     )
 
 
-def host_mode() -> str:
-    """The mode this host gives (CI rule: fail, never skip, when Landlock is expected)."""
-    verdict, why = requirement("landlock")
+def needed(layer: Literal["landlock", "chroot", "view", "root"]) -> Verdict:
+    """tests/layers.py's verdict, acted on: "fail" fails the test, "skip" (a developer's
+    machine only) skips it; any other verdict is returned for the test to prove."""
+    verdict, why = requirement(layer)
     if verdict == "fail":
         pytest.fail(why)
     if verdict == "skip":
         pytest.skip(why)
-    return "landlock" if verdict == "run" else "chroot"
+    return verdict
+
+
+def host_mode() -> str:
+    """The mode this host gives (CI rule: fail, never skip, when Landlock is expected)."""
+    return "landlock" if needed("landlock") == "run" else "chroot"
 
 
 def make_layer(policy: Policy, **kwargs: Any) -> OsLayer:

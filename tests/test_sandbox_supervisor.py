@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 from layers import requirement, status_field
+from oslayer import needed
 
 from fs_notes.exercises.rawworker import RawWorker
 from fs_notes.fs import (
@@ -817,11 +818,7 @@ def test_a_worker_of_a_folder_owned_by_another_user_becomes_that_user_with_no_ca
     tmp_path: Path, mode: str, kind: str
 ) -> None:
     # Issue 12 item 2: as root, a worker runs as the workspace folder's owner.
-    verdict, why = requirement("root")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
+    verdict = needed("root")
     if verdict == "unprivileged":
         _a_regular_users_worker_is_that_user(tmp_path, mode, kind)
         return

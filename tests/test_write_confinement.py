@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 from layers import requirement
-from oslayer import chroot_only, host_mode, make_layer, nothing_enforceable, policy_for
+from oslayer import chroot_only, host_mode, make_layer, needed, nothing_enforceable, policy_for
 from wire import REPO, StdioServer, call_tool, child_env
 
 from fs_notes.compose import ConfirmParts, build_server, open_roots
@@ -343,11 +343,7 @@ def test_a_policy_names_the_user_the_workers_run_as(tmp_path: Path) -> None:
     # one (else as the folder's owner). "own" belongs to nobody: its note is created by nobody.
     # "roots" belongs to root, so nobody (with no capability left) cannot write in it: refused,
     # nothing created. Positive control: "plain" (root's, no worker_user) is written, by root.
-    verdict, why = requirement("root")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
+    verdict = needed("root")
     mode = host_mode()
     folders = {name: tmp_path / name for name in ("own", "roots", "plain")}
     for folder in folders.values():
