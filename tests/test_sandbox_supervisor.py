@@ -852,7 +852,8 @@ def _a_regular_users_worker_is_that_user(tmp_path: Path, mode: str, kind: str) -
     workspace.mkdir()
     ident = note(workspace, "old.md")
     worker = worker_for(mode, workspace, kind)
-    assert worker is not None  # Landlock and chroot both run for a regular user (CI)
+    if worker is None:  # Landlock hidden (tests/hide_landlock.py): layer_runs proved the refusal
+        return
     me = str(os.geteuid())
     with worker:
         assert worker.pid is not None

@@ -254,17 +254,23 @@ def test_without_cap_sys_admin_there_is_no_view_and_the_server_says_so(layout: P
         assert "the server has no private view of the filesystem" in proc.stderr
         return
     # a regular user's: the normal case, no warning here; serve says what holds, at INFO
-    assert "WARNING" not in proc.stderr and "run as root" not in proc.stderr, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "WARNING" in line and "view" in line]
+    assert warned == [] and "run as root" not in proc.stderr, proc.stderr
     started = subprocess.run(
         [sys.executable, "-m", "fs_notes", "--log-level", "info", "serve", str(layout / "notes"),
          "--state-dir", str(layout / "state")],
         input="", capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
+    if requirement("landlock")[0] == "hidden":  # no Landlock: it says it does not confine itself
+        assert "WARNING fs_notes.serve: the server does not confine itself" in started.stderr
+        assert "run as root" not in started.stderr
+        return
     says = "(it needs root): a private view"
     lines = [line for line in started.stderr.splitlines() if says in line]
     assert len(lines) == 1 and " INFO " in f" {lines[0]}", started.stderr
-    assert "WARNING" not in started.stderr and "run as root" not in started.stderr
+    warned = [line for line in started.stderr.splitlines() if "WARNING" in line and "view" in line]
+    assert warned == [] and "run as root" not in started.stderr, started.stderr
 
 
 def _fd_targets(pid: int) -> set[str]:
@@ -301,8 +307,8 @@ def test_serve_closes_every_fd_it_inherited(tmp_path: Path) -> None:
             assert str(secret) in _fd_targets(control.pid)  # positive control: it is inherited
             processes = [server.pid] + [p.pid for p in psutil.Process(server.pid).children(True)]
             # as root, the relay and the server in its PID namespace; as a regular user, the
-            # server and its workers (no view: no relay)
-            assert len(processes) >= 2, processes
+            # server (no view: no relay) and its workers where Landlock runs
+            assert len(processes) >= (2 if os.geteuid() == 0 else 1), processes
             for pid in processes:
                 assert str(secret) not in _fd_targets(pid), pid
         finally:

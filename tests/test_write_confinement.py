@@ -413,7 +413,8 @@ def _a_regular_user_cannot_name_another_worker_user(
         path = tmp_path / f"policy-{user}.toml"
         path.write_text(
             '[[principal]]\nname = "me"\nlocal = true\n\n'
-            f'[[workspace]]\nname = "own"\npath = "{folders["own"]}"\nworker_user = "{user}"\n\n'
+            f'[[workspace]]\nname = "own"\npath = "{folders["own"]}"\nsandbox = "chroot"\n'
+            f'worker_user = "{user}"\n\n'
             '[[grant]]\nprincipal = "me"\nworkspace = "own"\noperations = ["read", "write"]\n'
         )
         return path
