@@ -105,19 +105,40 @@ def _undo(opened: list[_Opened]) -> None:
 
 def refuse_inside(path: str, folders: Iterable[tuple[str, str]]) -> None:
     """ConfigError (exit 2) if `path` (the log file) is inside one of `folders` ((workspace name,
-    folder path) of every workspace served), symbolic links resolved: the log names note ids
-    and principals, and a file there would be served (a name ending in .md is a note), watched
-    (each line written would wake the search index) and readable by whoever may read the
-    folder. Checked before anything is created."""
+    folder path) of every workspace served): by path, symbolic links resolved, and by device
+    and inode of the log's folder and each folder above it, so a second path to a workspace
+    that is not a symbolic link (a bind mount, bindfs, a container's volume) is refused too.
+    The log names note ids and principals, and a file there would be served (a name ending
+    in .md is a note), watched (each line written would wake the search index) and readable by
+    whoever may read the folder. Checked before anything is created."""
     where = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    above = _folders_above(os.path.dirname(where))
     for name, folder in folders:
         real = os.path.realpath(folder)
-        if os.path.commonpath([where, real]) == real:
+        try:
+            st = os.stat(real)
+            same = (st.st_dev, st.st_ino) in above
+        except OSError:  # a workspace that cannot be examined: serve refuses it on its own
+            same = False
+        if same or os.path.commonpath([where, real]) == real:
             raise ConfigError(
                 f'--log-file {path}: inside the folder of workspace "{name}" ({folder}), which '
                 "is served: the log holds note ids and principal names; put it outside every "
                 "workspace folder"
             )
+
+
+def _folders_above(folder: str) -> set[tuple[int, int]]:
+    """(st_dev, st_ino) of `folder` and of each folder above it, up to /."""
+    seen: set[tuple[int, int]] = set()
+    while True:
+        with contextlib.suppress(OSError):
+            st = os.stat(folder)
+            seen.add((st.st_dev, st.st_ino))
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return seen
+        folder = parent
 
 
 def _copy(src: int, dst: int) -> None:

@@ -42,7 +42,13 @@ which may have put anything at any name of the state folder):
   that is not a regular file is reported as what it is (`kind`). Only an index's own regular
   files, by name beneath the state folder's descriptor (opened without following a symlink),
   are removed; nothing outside the folder is touched.
-  A file with other hard links is not removed and not called removed (its data would stay).
+  A file with other hard links is not removed and not called removed (its data would stay),
+  and never opened (`LINKED`): closing any fd of a file drops every POSIX lock this process
+  holds on it, so a name planted as a hard link to the replay database's files would drop
+  SQLite's locks of the running server's replay connection.
+- A name something is mounted on (read from /proc/self/mountinfo, never by a stat of it) is
+  never examined (`MOUNT_POINT`): a FUSE mount whose daemon stopped would hang a stat for
+  ever. A claim or a removal of an index with a mount at one of its names fails naming it.
 - Temporary records an interrupted write left (`.search-<digest>.json.<hex>.tmp`) are removed
   once older than `LEFTOVER_AGE` (a minute), regular files only.
 
@@ -53,7 +59,8 @@ other process could as well unlink it itself), keep a running server's claim aga
 process that unlinks or replaces the lock file itself (this user's processes can), or say
 exactly when a folder was last served when a second server replaced an unbelieved record
 (the first then touches the replaced inode at stop), or lock out an older fs-notes (one that
-kept no lock file) that opens an index after the check. As root, the owner checks compare with
+kept no lock file) that opens an index after the check, or close the race of a hard link or a
+mount put at a name between the check and the open. As root, the owner checks compare with
 uid 0 and file permissions check nothing.
 """
 
@@ -172,16 +179,58 @@ def open_folder(path: str) -> int:
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
 
+MOUNT_POINT = "a mount point (never entered)"
+LINKED = "has another hard link (never opened)"
+
+
+def mount_points(dir_fd: int) -> frozenset[str]:
+    """The names in the folder `dir_fd` that something is mounted on, from /proc/self/mountinfo
+    (never by a stat of the name: on a FUSE mount whose daemon stopped, that never returns)."""
+    try:
+        folder = os.readlink(f"/proc/self/fd/{dir_fd}")
+        with open("/proc/self/mountinfo", "rb") as f:
+            table = f.read()
+    except OSError:
+        return frozenset()
+    names = set()
+    for line in table.splitlines():
+        fields = line.split(b" ")
+        if len(fields) < 5:
+            continue
+        point = os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4]))
+        parent, name = os.path.split(point)
+        if parent == folder and name:
+            names.add(name)
+    return frozenset(names)
+
+
+def _refuse_mounts(dir_fd: int, digest: str) -> None:
+    """OSError naming the first of the index's names something is mounted on: a removal or a
+    claim never examines one (a stopped FUSE daemon would hang it)."""
+    names = [f"search-{digest}.sqlite3{s}" for s in SQLITE_SUFFIXES]
+    names += [record_name(digest), lock_name(digest)]
+    mounted = mount_points(dir_fd)
+    for name in names:
+        if name in mounted:
+            raise OSError(errno.EPERM, f"{name} is {MOUNT_POINT}: unmount it")
+
+
 def scan(dir_fd: int) -> list[IndexFiles]:
     """The indexes in the state folder `dir_fd`, sorted by digest. Never raises for one
-    name: what cannot be read is reported on its entry."""
+    name: what cannot be read is reported on its entry. A mount point is never examined, and
+    a file with another hard link never opened (closing any fd of a file drops every POSIX lock
+    this process holds on it: a hard link to the replay database's would drop SQLite's)."""
     found: dict[str, IndexFiles] = {}
     mtimes: dict[str, float] = {}
+    mounted = mount_points(dir_fd)
     for name in os.listdir(dir_fd):
         match = _INDEX.fullmatch(name) or _LEFTOVER.fullmatch(name)
         if match is None:
             continue
         entry = found.setdefault(match.group(1), IndexFiles(match.group(1), {}))
+        if name in mounted:
+            entry.others[name] = MOUNT_POINT
+            continue
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -196,7 +245,8 @@ def scan(dir_fd: int) -> list[IndexFiles]:
         else:
             entry.files[name] = st.st_size
             if name.endswith(".json"):
-                entry.unbelieved = _read_record(dir_fd, name, entry)
+                linked = st.st_nlink != 1
+                entry.unbelieved = LINKED if linked else _read_record(dir_fd, name, entry)
                 if entry.unbelieved is None:
                     entry.last_seen = st.st_mtime
             elif not name.endswith(".lock"):
@@ -210,13 +260,12 @@ def scan(dir_fd: int) -> list[IndexFiles]:
 def _read_record(dir_fd: int, name: str, entry: IndexFiles) -> str | None:
     """Believe the record `name` (set entry.workspace and .folder) or say why not."""
     try:
-        fd = os.open(name, os.O_RDONLY | _OPEN, dir_fd=dir_fd)
+        fd = _open_regular(dir_fd, name, os.O_RDONLY)
     except OSError as exc:
         return f"cannot be read: {exc.strerror}"
+    if fd is None:  # replaced since its lstat
+        return "replaced while it was read (never opened)"
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # replaced since its lstat
-            return kind(st.st_mode)
         raw = os.read(fd, MAX_RECORD_BYTES + 1)
     except OSError as exc:
         return f"cannot be read: {exc.strerror}"
@@ -250,13 +299,14 @@ def _believe(raw: bytes, entry: IndexFiles) -> str | None:
 
 
 def _open_regular(dir_fd: int, name: str, flags: int) -> int | None:
-    """`name` opened if it is a regular file (lstat first, fstat after: never a FIFO, a
-    device or a link); None if it is missing or is something else."""
+    """`name` opened if it is a regular file with no other hard link (lstat first, fstat
+    after: never a FIFO, a device, a symbolic link, nor another name of a file this process
+    may hold POSIX locks on); None if it is missing or is something else."""
     try:
         before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
-    if not stat.S_ISREG(before.st_mode):
+    if not stat.S_ISREG(before.st_mode) or before.st_nlink != 1:
         return None
     try:
         fd = os.open(name, flags | _OPEN, dir_fd=dir_fd)
@@ -305,11 +355,13 @@ def _open_lock(dir_fd: int, digest: str) -> tuple[int, bool]:
         if fd is not None:
             return fd, False
         try:
-            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
             continue
-        if not stat.S_ISREG(mode):  # never opened
-            raise OSError(errno.EPERM, f"{name} is {kind(mode)}: remove it")
+        if not stat.S_ISREG(st.st_mode):  # never opened
+            raise OSError(errno.EPERM, f"{name} is {kind(st.st_mode)}: remove it")
+        if st.st_nlink != 1:
+            raise OSError(errno.EPERM, f"{name} {LINKED}: remove it")
     raise OSError(errno.EBUSY, f"{name} was removed again and again: retry")
 
 
@@ -337,6 +389,7 @@ def exclusive(dir_fd: int, entry: IndexFiles) -> Iterator[None]:
     """Hold the index's lock file exclusively (without waiting; made if missing) while its
     files are removed; Held if a running server holds it (or an older server the record),
     or has the index open. OSError if the lock file is not one."""
+    _refuse_mounts(dir_fd, entry.digest)
     fd, made = _open_lock(dir_fd, entry.digest)
     old = None
     try:
@@ -432,6 +485,7 @@ class Claim:
         try:
             digest = index_digest(workspace, folder)
             body = json.dumps({"workspace": workspace, "folder": folder}).encode()
+            _refuse_mounts(dir_fd, digest)
             lock = _lock_shared(dir_fd, digest)
             try:
                 record = _write_record(dir_fd, record_name(digest), body)

@@ -66,7 +66,7 @@ def test_skips_symlinks_hidden_entries_special_files_and_hard_links(ws: WS) -> N
     (path / ".hidden.md").write_bytes(b"h")
     os.mkfifo(path / "fifo.md")
     os.mknod(path / "sock.md", stat.S_IFSOCK | 0o600)
-    device_node(path / "null.md")  # as root (a regular user cannot make one)
+    device_node(path / "null.md")
     (path / "plain.txt").write_bytes(b"t")
     (path / "hard.md").write_bytes(b"h")
     os.link(path / "hard.md", path / "real" / "hard2.md")
