@@ -102,6 +102,7 @@ def test_a_self_confined_server_run_by_a_regular_user_keeps_its_folder_watch(
             command = regular_user(command, home)
         else:  # root's pyenv under a 0700 /root: as root (the regular-user CI pass runs it so)
             assert which == "default", f"{python} cannot be run by a regular user"
+            command = ["env", f"XDG_STATE_HOME={home}/state", *command]  # never root's own
         found = _serve(command, ws, home / "serve.log")
         log = (home / "serve.log").read_text(errors="replace")
     finally:
