@@ -50,8 +50,11 @@ What it does NOT guarantee (decided, not overlooked):
     its own confinement); seccomp cannot read the path, so what it may run is Landlock's
     business (the interpreter and its ELF loader only); without Landlock ("server-chroot") the
     server can still run any file it can read. The workers refuse execve.
-  * The replay store's server may still send UDP where the store is named by host name (DNS);
-    Landlock does not mediate UDP, the view's network namespace does only for a stdio server.
+  * The replay store's server may still send UDP where the store is named by host name (DNS):
+    Landlock does not mediate UDP, and a server that reaches the store keeps the host's network
+    (only a server with no store and no HTTP gets an empty network namespace, as root).
+  * An own-pid prlimit64 is allowed by the pid the process had when the filter was loaded; a
+    child it forks later may only name pid 0 (glibc's setrlimit and getrlimit do).
   * Name-service clients that talk over AF_UNIX (nscd, systemd's nss-resolve and userdb) get
     EPERM after start-up and the C library falls back to its files and DNS.
 """
