@@ -183,7 +183,8 @@ SERVER = """
 from fs_notes.policy import Policy
 from fs_notes.sandbox.selfconfine import confine_server
 done = confine_server(Policy.for_single_workspace(ctx["ws"], "me", token_sha256=None),
-                      replay_db=None, connect_ports=tuple(ctx["connect_ports"]))
+                      replay_db=None, connect_ports=tuple(ctx["connect_ports"]),
+                      connect_names=ctx["connect_names"])
 seccomp_json = done.seccomp
 """
 
@@ -198,8 +199,9 @@ state, hello = worker.prepare(args, (parent.fileno(), *keep))
 seccomp_json = hello["confinement"]["seccomp"]
 """
 
-ROLES = ["server", "server+store", "delete/landlock", "delete/chroot", "write/landlock",
-         "write/chroot"]  # fmt: skip
+# "server+store": it reaches a replay store by address; "server+named-store": by host name.
+ROLES = ["server", "server+store", "server+named-store", "delete/landlock", "delete/chroot",
+         "write/landlock", "write/chroot"]  # fmt: skip
 
 
 def _child(role: str) -> str:
@@ -273,12 +275,13 @@ def test_a_confined_process_reaches_no_socket_terminal_process_program_or_segmen
             _run(_child(role), _json({**outside, "kind": kind, "mode": mode}))
         return
     _require_seccomp()
-    store = role == "server+store"
-    ctx = {**outside, "kind": kind, "mode": mode, "connect_ports": [6379] if store else []}
+    store, named = role in ("server+store", "server+named-store"), role == "server+named-store"
+    ctx = {**outside, "kind": kind, "mode": mode, "connect_ports": [6379] if store else [],
+           "connect_names": named}  # fmt: skip
     soft_before = _soft_nofile(outside["victim"])
     result = _run(_child(role), _json(ctx))
     control, after = result["control"], result["after"]
-    network = "tcp" if store else "none"
+    network = "tcp+dns" if named else "tcp" if store else "none"
     if kind == "server":
         assert result["seccomp"]["profile"] == ("server" if landlock else "server-chroot")
         assert result["seccomp"]["network"] == network
@@ -307,11 +310,13 @@ def test_a_confined_process_reaches_no_socket_terminal_process_program_or_segmen
     assert after["typed"] == "" and after["shm_seen"] is None
     assert _soft_nofile(outside["victim"]) == 200 != soft_before  # the control's, not 100
     # What the process still needs (glibc's setrlimit passes pid 0; asyncio, the workers'
-    # channels: socketpair) and, for the store's server only, TCP over IPv4 and IPv6.
+    # channels: socketpair) and, for the store's server only, TCP over IPv4 and IPv6 (and UDP
+    # for the C library's DNS when the store has a host name).
     kept = ("socketpair", "prlimit_own_pid", "prlimit_zero", "setrlimit", "personality_query")
     assert {k: after[k] for k in kept} == dict.fromkeys(kept, "ok"), after
     tcp = "ok" if store else "EPERM"
-    assert (after["tcp"], after["tcp6"], after["udp"]) == (tcp, tcp, "EPERM")
+    udp = "ok" if named else "EPERM"
+    assert (after["tcp"], after["tcp6"], after["udp"]) == (tcp, tcp, udp)
 
 
 def _json(ctx: dict[str, Any]) -> str:
@@ -387,7 +392,7 @@ def test_each_role_refuses_the_calls_a_default_allow_filter_lets_through(
     kind, _, mode = role.partition("/")
     body = SERVER if kind == "server" else WORKER.replace("*keep", "")
     code = textwrap.dedent(LISTED).replace("CONFINE", textwrap.dedent(body))
-    ctx = {**outside, "kind": kind, "mode": mode, "connect_ports": []}
+    ctx = {**outside, "kind": kind, "mode": mode, "connect_ports": [], "connect_names": False}
     result = _run(f"NUMBERS = {NUMBERS!r}\n" + code, _json(ctx))
     control, after = result["control"], result["after"]
     assert len(after) >= 10
