@@ -20,7 +20,9 @@ What it guarantees, once `install(profile)` returns:
     file saved by any editor does.
   * Some calls are refused unless one argument has one of a few values (`argument_rules`, the
     values as the kernel reads them: an int argument's low 32 bits): `prlimit64` only on pid 0
-    or the process's own pid (no outside process's limits: RLIMIT_CPU {0, 0} kills it);
+    or the process's own pid (no outside process's limits: RLIMIT_CPU {0, 0} kills it), and
+    likewise `setpriority`, `ioprio_set` (one process only, not a group or user), the
+    `sched_set*` calls, `migrate_pages` and `move_pages`;
     `personality` only the query; `ioctl` never TIOCSTI or TIOCLINUX (`IOCTL_DENIED`: no bytes
     pushed into a controlling terminal's input).
   * No process of fs-notes creates a socket after start-up but the server that reaches the
@@ -201,6 +203,8 @@ SOCK_STREAM: Final = 1
 SOCK_DGRAM: Final = 2
 IPPROTO_TCP: Final = 6
 PERSONALITY_QUERY: Final = 0xFFFFFFFF
+PRIO_PROCESS: Final = 0
+IOPRIO_WHO_PROCESS: Final = 1
 
 #: What socket() a server may still call after start-up (a worker: none, its socket() is refused
 #: by name). "none": the server creates no socket (its HTTP listener is made before confinement,
@@ -231,6 +235,24 @@ def argument_rules(network: Network, pid: int) -> tuple[ArgumentRule, ...]:
         # kill it (the user's MCP client, editor, shell), past Landlock's signal scope; glibc's
         # setrlimit and getrlimit pass 0, resource.prlimit(os.getpid()) the own pid.
         ArgumentRule("prlimit64", 0, frozenset({0, pid}), 32, "other processes' limits"),
+        # the same for the scheduler: nice, affinity, policy and I/O priority of another process
+        # (or of every process of a group or user: setpriority's and ioprio_set's `which`), and
+        # moving its pages, starve or slow what runs beside fs-notes; nothing of ours sets them.
+        ArgumentRule("setpriority", 0, frozenset({PRIO_PROCESS}), 32, "other processes' nice"),
+        ArgumentRule("setpriority", 1, frozenset({0, pid}), 32, "other processes' nice"),
+        ArgumentRule("ioprio_set", 0, frozenset({IOPRIO_WHO_PROCESS}), 32, "others' I/O"),
+        ArgumentRule("ioprio_set", 1, frozenset({0, pid}), 32, "other processes' I/O"),
+        *(
+            ArgumentRule(name, 0, frozenset({0, pid}), 32, "other processes' scheduling")
+            for name in (
+                "sched_setaffinity",
+                "sched_setscheduler",
+                "sched_setparam",
+                "sched_setattr",
+                "migrate_pages",
+                "move_pages",
+            )
+        ),
         # personality(0xffffffff) only reads it; a change (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE)
         # weakens what the process maps from then on, and what it starts.
         ArgumentRule("personality", 0, frozenset({PERSONALITY_QUERY}), 32, "personality"),

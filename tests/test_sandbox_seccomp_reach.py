@@ -37,7 +37,7 @@ NUMBERS = {
         "uselib": 134, "acct": 163, "kexec_load": 246, "add_key": 248, "request_key": 249,
         "keyctl": 250, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
         "io_uring_setup": 425, "memfd_create": 319, "execveat": 322, "prlimit64": 302,
-        "socket": 41,
+        "socket": 41, "ioprio_set": 251,
     },
     "aarch64": {
         "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "semget": 190, "semop": 193,
@@ -47,7 +47,7 @@ NUMBERS = {
         "personality": 92, "acct": 89, "kexec_load": 104, "add_key": 217, "request_key": 218,
         "keyctl": 219, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
         "io_uring_setup": 425, "memfd_create": 279, "execveat": 281, "prlimit64": 261,
-        "socket": 198,
+        "socket": 198, "ioprio_set": 30,
     },
 }  # fmt: skip
 
@@ -145,7 +145,9 @@ def shm_read():
 victim = ctx["victim"]
 hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 
-def reach(soft):
+cpus = sorted(os.sched_getaffinity(0))
+
+def reach(soft, nice, cpu_set):
     return {
         "unix_connect": unix_connect,
         "socketpair": lambda: [s.close() for s in socket.socketpair()],
@@ -160,22 +162,28 @@ def reach(soft):
         "prlimit_own_pid": lambda: resource.prlimit(os.getpid(), resource.RLIMIT_NOFILE),
         "prlimit_zero": lambda: resource.prlimit(0, resource.RLIMIT_NOFILE),
         "setrlimit": lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard)),
+        "nice_other": lambda: os.setpriority(os.PRIO_PROCESS, victim, nice - 5),
+        "nice_group": lambda: os.setpriority(os.PRIO_PGRP, victim, nice),  # its own group
+        "nice_self": lambda: os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0)),
+        "affinity_other": lambda: os.sched_setaffinity(victim, cpu_set),
+        "affinity_self": lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)),
+        "ioprio_other": sc("ioprio_set", 1, victim, (2 << 13) | 7),  # best effort, lowest
         "memfd_exec": memfd_exec,
         "execveat": lambda: in_child(sc("execveat", true_fd, b"", None, None, AT_EMPTY_PATH)),
         "shm_read": shm_read,
         "personality_query": sc("personality", 0xFFFFFFFF),
     }
 
-def run_all(soft):
-    out = {name: attempt(fn) for name, fn in reach(soft).items()}
+def run_all(soft, nice, cpu_set):
+    out = {name: attempt(fn) for name, fn in reach(soft, nice, cpu_set).items()}
     out["typed"] = typed()
     out["shm_seen"] = ctx.pop("shm_seen", None)
     return out
 
-control = run_all(200)
+control = run_all(200, 10, cpus[:1])
 keep = (master, slave, true_fd)
 CONFINE
-after = run_all(100)
+after = run_all(100, 19, cpus)
 print(json.dumps({"control": control, "after": after, "seccomp": seccomp_json}))
 """
 
@@ -222,7 +230,9 @@ def outside(tmp_path: Path) -> Iterator[dict[str, Any]]:
     path = str(tmp_path / "outside.sock")  # as the session bus or ssh-agent listen
     listener.bind(path)
     listener.listen(8)
-    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    victim = subprocess.Popen(  # its own process group, which only it is in
+        [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
+    )
     libc = ctypes.CDLL(None, use_errno=True)
     key, text = 0x26000000 + os.getpid() % 0xFFFF, "the outside segment"
     shmid = libc.shmget(ctypes.c_int(key), ctypes.c_size_t(4096), ctypes.c_int(0o1000 | 0o600))
@@ -246,6 +256,10 @@ def _soft_nofile(pid: int) -> int:
         if line.startswith("Max open files"):
             return int(line.split()[3])
     raise AssertionError("no open-files line")
+
+
+def _nice(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[16])
 
 
 def _kernel_lets_tiocsti() -> bool:
@@ -291,7 +305,8 @@ def test_a_confined_process_reaches_no_socket_terminal_process_program_or_segmen
     # Unconfined, every attack works (the kernel's own refusals named where they apply).
     works = ("unix_connect", "socketpair", "tcp", "tcp6", "udp", "netlink", "prlimit_other",
              "prlimit_own_pid", "prlimit_zero", "setrlimit", "memfd_exec", "execveat",
-             "shm_read", "personality_query")  # fmt: skip
+             "shm_read", "personality_query", "nice_other", "nice_group", "nice_self",
+             "affinity_other", "affinity_self", "ioprio_other")  # fmt: skip
     assert {k: control[k] for k in works} == dict.fromkeys(works, "ok"), control
     assert control["shm_seen"] == outside["shm_text"]
     assert control["mptcp"] == ("ok" if _mptcp() else "EPROTONOSUPPORT")
@@ -305,14 +320,19 @@ def test_a_confined_process_reaches_no_socket_terminal_process_program_or_segmen
 
     # Confined: seccomp's EPERM, nothing typed, nothing read, the victim's limit unchanged.
     refused = ("unix_connect", "mptcp", "netlink", "tiocsti", "tioclinux", "prlimit_other",
-               "memfd_exec", "execveat", "shm_read")  # fmt: skip
+               "memfd_exec", "execveat", "shm_read", "nice_other", "nice_group",
+               "affinity_other", "ioprio_other")  # fmt: skip
     assert {k: after[k] for k in refused} == dict.fromkeys(refused, "EPERM"), after
     assert after["typed"] == "" and after["shm_seen"] is None
-    assert _soft_nofile(outside["victim"]) == 200 != soft_before  # the control's, not 100
+    victim = outside["victim"]
+    assert _soft_nofile(victim) == 200 != soft_before  # the control's, not 100
+    assert _nice(victim) == 10  # the control's, not 19
+    assert os.sched_getaffinity(victim) == {min(os.sched_getaffinity(0))}  # the control's
     # What the process still needs (glibc's setrlimit passes pid 0; asyncio, the workers'
     # channels: socketpair) and, for the store's server only, TCP over IPv4 and IPv6 (and UDP
     # for the C library's DNS when the store has a host name).
-    kept = ("socketpair", "prlimit_own_pid", "prlimit_zero", "setrlimit", "personality_query")
+    kept = ("socketpair", "prlimit_own_pid", "prlimit_zero", "setrlimit", "personality_query",
+            "nice_self", "affinity_self")  # fmt: skip
     assert {k: after[k] for k in kept} == dict.fromkeys(kept, "ok"), after
     tcp = "ok" if store else "EPERM"
     udp = "ok" if named else "EPERM"
@@ -416,7 +436,8 @@ def test_the_syscall_numbers_of_the_tests_are_libseccomps() -> None:
 
 
 def test_every_listed_call_is_refused_by_name_in_every_role() -> None:
-    listed = set(NUMBERS["x86_64"]) - {"personality", "prlimit64", "socket"}
+    by_argument = {r.syscall for r in seccomp.argument_rules("tcp", 1)}
+    listed = set(NUMBERS["x86_64"]) - by_argument
     for profile in seccomp.PROFILES:
         denied = seccomp.denied_for(profile)
         missing = listed - set(denied) - ({"execve"} if profile.startswith("server") else set())
@@ -445,5 +466,11 @@ def test_the_argument_rules_say_why_and_allow_only_the_process_itself() -> None:
     assert by[("personality", 0)] == {0xFFFFFFFF}
     assert by[("socket", 0)] == {2, 10} and by[("socket", 2)] == {0, 6}  # no 262 (MPTCP)
     assert by[("socket", 1)] == {1, 2}  # DNS over UDP, for a store named by host name
-    assert {r.syscall for r in seccomp.argument_rules("none", 1)} == {"prlimit64", "personality"}
+    for name in ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr",
+                 "migrate_pages", "move_pages"):  # fmt: skip
+        assert by[(name, 0)] == {0, 4242}
+    # one process, and only the own: not a process group or a user's processes (PRIO_USER 2)
+    assert by[("setpriority", 0)] == {0} and by[("setpriority", 1)] == {0, 4242}
+    assert by[("ioprio_set", 0)] == {1} and by[("ioprio_set", 1)] == {0, 4242}
+    assert "socket" not in {r.syscall for r in seccomp.argument_rules("none", 1)}
     assert {seccomp.IOCTL_DENIED["TIOCSTI"], seccomp.IOCTL_DENIED["TIOCLINUX"]} == {0x5412, 0x541C}
