@@ -235,7 +235,8 @@ def outside(tmp_path: Path) -> Iterator[dict[str, Any]]:
     )
     libc = ctypes.CDLL(None, use_errno=True)
     key, text = 0x26000000 + os.getpid() % 0xFFFF, "the outside segment"
-    shmid = libc.shmget(ctypes.c_int(key), ctypes.c_size_t(4096), ctypes.c_int(0o1000 | 0o600))
+    # IPC_CREAT | IPC_EXCL: a new segment, ours, never another's of the same key
+    shmid = libc.shmget(ctypes.c_int(key), ctypes.c_size_t(4096), ctypes.c_int(0o3000 | 0o600))
     assert shmid != -1, os.strerror(ctypes.get_errno())
     libc.shmat.restype = ctypes.c_void_p
     addr = libc.shmat(shmid, None, 0)
