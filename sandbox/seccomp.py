@@ -18,6 +18,21 @@ What it guarantees, once `install(profile)` returns:
     An update therefore creates its temp file with the note's mode (the write worker runs with
     umask 0) and cannot give it another owner: an updated note belongs to the worker's user, as a
     file saved by any editor does.
+  * Some calls are refused unless one argument has one of a few values (`argument_rules`, the
+    values as the kernel reads them: an int argument's low 32 bits): `prlimit64` only on pid 0
+    or the process's own pid (no outside process's limits: RLIMIT_CPU {0, 0} kills it), and
+    likewise `setpriority`, `ioprio_set` (one process only, not a group or user), the
+    `sched_set*` calls, `migrate_pages` and `move_pages`;
+    `personality` only the query; `ioctl` never TIOCSTI or TIOCLINUX (`IOCTL_DENIED`: no bytes
+    pushed into a controlling terminal's input).
+  * No process of fs-notes creates a socket after start-up but the server that reaches the
+    replay store: AF_INET or AF_INET6, SOCK_STREAM, protocol 0 or IPPROTO_TCP (Landlock's TCP
+    rules cover that; not MPTCP, SCTP, UDP or AF_UNIX, which reaches every named socket outside),
+    and SOCK_DGRAM with protocol 0 when the store is named by host name (the C library's DNS).
+    `socketpair` stays everywhere (the workers' channels, asyncio's wake-up pair).
+  * Nothing new runs: no `memfd_create` (an ELF in a memfd runs through /proc/self/fd/N, which
+    Landlock's execute right does not see), no `execveat`, no SysV or POSIX IPC with processes
+    outside (there is no IPC namespace), no `uselib`.
   * The profiles add what each process must still not do: workers may not `execve` or create
     sockets at all (they serve one socketpair and never start anything). The server may start
     workers (execve, and in chroot mode `chroot`/`unshare`, which its children need before their
@@ -33,11 +48,23 @@ What it does NOT guarantee (decided, not overlooked):
     as root), the chroot workers' chroot does for them; elsewhere existence can leak.
   * It is a deny list over a default of ALLOW: a new kernel's new system call that changes
     metadata is open until it is added here (the newest are listed by number).
+  * The server's `execve` stays (it starts its workers by fork and exec of the interpreter, after
+    its own confinement); seccomp cannot read the path, so what it may run is Landlock's
+    business (the interpreter and its ELF loader only); without Landlock ("server-chroot") the
+    server can still run any file it can read. The workers refuse execve.
+  * The replay store's server may still send UDP where the store is named by host name (DNS):
+    Landlock does not mediate UDP, and a server that reaches the store keeps the host's network
+    (only a server with no store and no HTTP gets an empty network namespace, as root).
+  * An own-pid prlimit64 is allowed by the pid the process had when the filter was loaded; a
+    child it forks later may only name pid 0 (glibc's setrlimit and getrlimit do).
+  * Name-service clients that talk over AF_UNIX (nscd, systemd's nss-resolve and userdb) get
+    EPERM after start-up and the C library falls back to its files and DNS.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Final, Literal
@@ -102,6 +129,29 @@ DENIED: Final[dict[str, str]] = {
     "open_by_handle_at": "file handles",
     # io_uring runs linkat, symlinkat and setxattr without these syscalls
     **{n: "io_uring" for n in ("io_uring_setup", "io_uring_enter", "io_uring_register")},
+    # there is no IPC namespace (root or not): a SysV segment, semaphore set or queue that an
+    # outside process keeps is found by its key and read or changed (mode 0600 of the same
+    # user; any, for a root server); POSIX queues are the same through mq_open's name
+    **{
+        n: "SysV IPC"
+        for n in (
+            "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl",
+            "msgget", "msgsnd", "msgrcv", "msgctl",
+        )
+    },
+    **{
+        n: "POSIX message queues"
+        for n in (
+            "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
+            "mq_getsetattr",
+        )
+    },
+    # an ELF written to a memfd runs through /proc/self/fd/N (Landlock's execute right does not
+    # reach a file without a path), and execveat runs an fd: nothing new may run (the server's
+    # execve stays for its workers, on the interpreter path Landlock allows, below)
+    "memfd_create": "running what it wrote",
+    "execveat": "running what it wrote",
+    "uselib": "loading a library by path (old a.out)",
 }  # fmt: skip
 
 #: What each profile denies besides `DENIED`.
@@ -129,8 +179,12 @@ CLONE_NAMESPACES: Final = {
     "CLONE_NEWTIME": 0x00000080,
 }
 # Inode flags (chattr, immutable included), project quotas, inode versions, verity, encryption
-# policies, through ioctl on an fd; the 32-bit-ABI encodings too. The kernel truncates the
-# command to 32 bits, so only those are compared (a command with high bits set is the same).
+# policies, through ioctl on an fd; the 32-bit-ABI encodings too; and the terminal's: a server
+# started from a terminal keeps it on fds 0-2, and TIOCSTI pushes bytes into its input queue (the
+# operator's shell reads them as typed: `echo ... > OUTSIDE`), TIOCLINUX's TIOCL_PASTESEL pastes
+# the console's selection the same way. The kernel truncates the command to 32 bits, so only
+# those are compared (a command with high bits set is the same). The numbers are the same on
+# x86_64 and aarch64 (asm-generic).
 IOCTL_DENIED: Final = {
     "FS_IOC_SETFLAGS": 0x40086602,
     "FS_IOC32_SETFLAGS": 0x40046602,
@@ -139,7 +193,106 @@ IOCTL_DENIED: Final = {
     "FS_IOC_FSSETXATTR": 0x401C5820,
     "FS_IOC_ENABLE_VERITY": 0x40806685,
     "FS_IOC_SET_ENCRYPTION_POLICY": 0x800C6613,
+    "TIOCSTI": 0x5412,
+    "TIOCLINUX": 0x541C,
 }
+
+AF_INET: Final = 2
+AF_INET6: Final = 10
+SOCK_STREAM: Final = 1
+SOCK_DGRAM: Final = 2
+IPPROTO_TCP: Final = 6
+PERSONALITY_QUERY: Final = 0xFFFFFFFF
+PRIO_PROCESS: Final = 0
+IOPRIO_WHO_PROCESS: Final = 1
+
+#: What socket() a server may still call after start-up (a worker: none, its socket() is refused
+#: by name). "none": the server creates no socket (its HTTP listener is made before confinement,
+#: accepted connections come from accept4, the workers' channels and asyncio's wake-up pair from
+#: socketpair, which stays). "tcp": it reaches the replay store (redis-py: AF_INET or AF_INET6,
+#: SOCK_STREAM, protocol 0 or IPPROTO_TCP). "tcp+dns": the store is named by host name, and the
+#: C library's resolver asks DNS over UDP (SOCK_DGRAM, protocol 0) before it connects.
+Network = Literal["none", "tcp", "tcp+dns"]
+NETWORKS: Final[tuple[Network, ...]] = ("none", "tcp", "tcp+dns")
+
+
+@dataclass(frozen=True)
+class ArgumentRule:
+    """`syscall` is refused (EPERM) unless argument `arg`, as the kernel reads it (its low `bits`
+    bits: an int argument is truncated to 32), is one of `allowed`."""
+
+    syscall: str
+    arg: int
+    allowed: frozenset[int]
+    bits: int
+    why: str
+
+
+def argument_rules(network: Network, pid: int) -> tuple[ArgumentRule, ...]:
+    """The calls allowed for one use only, in every profile; `pid` is the process's own."""
+    rules = [
+        # prlimit64 on another process changes its limits: RLIMIT_CPU {0, 0} makes the kernel
+        # kill it (the user's MCP client, editor, shell), past Landlock's signal scope; glibc's
+        # setrlimit and getrlimit pass 0, resource.prlimit(os.getpid()) the own pid.
+        ArgumentRule("prlimit64", 0, frozenset({0, pid}), 32, "other processes' limits"),
+        # the same for the scheduler: nice, affinity, policy and I/O priority of another process
+        # (or of every process of a group or user: setpriority's and ioprio_set's `which`), and
+        # moving its pages, starve or slow what runs beside fs-notes; nothing of ours sets them.
+        ArgumentRule("setpriority", 0, frozenset({PRIO_PROCESS}), 32, "other processes' nice"),
+        ArgumentRule("setpriority", 1, frozenset({0, pid}), 32, "other processes' nice"),
+        ArgumentRule("ioprio_set", 0, frozenset({IOPRIO_WHO_PROCESS}), 32, "others' I/O"),
+        ArgumentRule("ioprio_set", 1, frozenset({0, pid}), 32, "other processes' I/O"),
+        *(
+            ArgumentRule(name, 0, frozenset({0, pid}), 32, "other processes' scheduling")
+            for name in (
+                "sched_setaffinity",
+                "sched_setscheduler",
+                "sched_setparam",
+                "sched_setattr",
+                "migrate_pages",
+                "move_pages",
+            )
+        ),
+        # personality(0xffffffff) only reads it; a change (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE)
+        # weakens what the process maps from then on, and what it starts.
+        ArgumentRule("personality", 0, frozenset({PERSONALITY_QUERY}), 32, "personality"),
+    ]
+    if network != "none":
+        # AF_UNIX reaches every named socket it can name (the session D-Bus, ssh-agent,
+        # docker.sock, the display: Landlock ABI 7 scopes only abstract ones), AF_NETLINK,
+        # AF_PACKET, AF_VSOCK ... the kernel; only the IP families Landlock's TCP rules cover.
+        rules.append(
+            ArgumentRule("socket", 0, frozenset({AF_INET, AF_INET6}), 32, "other families")
+        )
+        # SOCK_SEQPACKET with protocol 0 is SCTP, SOCK_RAW raw IP: neither is under Landlock's
+        # TCP rules (the type's low four bits; SOCK_NONBLOCK and SOCK_CLOEXEC are above).
+        types = {SOCK_STREAM, SOCK_DGRAM} if network == "tcp+dns" else {SOCK_STREAM}
+        rules.append(ArgumentRule("socket", 1, frozenset(types), 4, "socket types but TCP's"))
+        # IPPROTO_MPTCP (262) connects to any port: Landlock's TCP rules do not cover MPTCP,
+        # which falls back to plain TCP; protocol 0 is TCP for SOCK_STREAM, UDP for SOCK_DGRAM.
+        rules.append(
+            ArgumentRule("socket", 2, frozenset({0, IPPROTO_TCP}), 32, "protocols but TCP")
+        )
+    return tuple(rules)
+
+
+def refused_blocks(allowed: frozenset[int], bits: int) -> list[tuple[int, int]]:
+    """(mask, value) pairs whose `x & mask == value` holds exactly for the `bits`-bit values x
+    not in `allowed` (aligned power-of-two blocks covering the gaps): libseccomp 2.5 refuses two
+    comparisons of one argument in a rule, so "neither a nor b" is written as these."""
+    full = (1 << bits) - 1
+    out: list[tuple[int, int]] = []
+    edges = sorted(v for v in allowed if 0 <= v <= full)
+    low = 0
+    for high in [*edges, full + 1]:  # the gap [low, high)
+        while low < high:
+            size = low & -low if low else 1 << bits
+            while low + size > high:
+                size >>= 1
+            out.append((full & ~(size - 1), low))
+            low += size
+        low = high + 1
+    return out
 
 
 class SeccompUnavailable(Exception):
@@ -151,20 +304,35 @@ class Installed:
     profile: Profile
     denied: int  # system calls refused by name (the clone flags and ioctls not counted)
     unknown: tuple[str, ...]  # names neither libseccomp nor `_BY_NUMBER` knows (not filtered)
+    network: Network = "none"  # what socket() may still create (`Network`)
+    absent: tuple[str, ...] = ()  # names this architecture does not have (nothing to refuse)
 
     def to_json(self) -> dict[str, object]:
-        return {"profile": self.profile, "denied": self.denied, "unknown": list(self.unknown)}
+        return {
+            "profile": self.profile,
+            "denied": self.denied,
+            "unknown": list(self.unknown),
+            "network": self.network,
+            "absent": list(self.absent),
+        }
 
 
-def denied_for(profile: Profile) -> dict[str, str]:
-    """Every system call `profile` refuses, with the reason."""
+def denied_for(profile: Profile, network: Network = "none") -> dict[str, str]:
+    """Every system call `profile` refuses by name, with the reason (with `network` "none",
+    socket() too; the calls refused by argument are `argument_rules`)."""
     if profile not in PROFILES:
         raise ValueError(f"unknown seccomp profile {profile!r}")
+    if network not in NETWORKS:
+        raise ValueError(f"unknown seccomp network {network!r}")
+    if network != "none" and profile not in ("server", "server-chroot"):
+        raise ValueError(f"a {profile} worker creates no socket")
     out = dict(DENIED)
     out.update(EXTRA_DENIED[profile])
     if profile == "server-chroot":
         out.pop("chroot", None)
         out.pop("unshare", None)
+    if network == "none":
+        out.setdefault("socket", "sockets (nothing creates one after start-up)")
     return out
 
 
@@ -186,16 +354,20 @@ def available() -> str | None:
     return None
 
 
-def install(profile: Profile) -> Installed:
-    """Load the filter of `profile` into this process (irreversible). SeccompUnavailable or
-    OSError if it cannot be loaded: the caller then refuses to go on (fail closed)."""
+def install(profile: Profile, network: Network = "none") -> Installed:
+    """Load the filter of `profile` into this process (irreversible); `network`: what socket()
+    may still create (servers only). SeccompUnavailable or OSError if it cannot be loaded: the
+    caller then refuses to go on (fail closed)."""
     sc = _library()
-    deny = denied_for(profile)
+    deny = denied_for(profile, network)
     flt = sc.SyscallFilter(defaction=sc.ALLOW)
     eperm = sc.ERRNO(errno.EPERM)
-    count, unknown = 0, []
+    count, unknown, absent = 0, [], []
     for name in sorted(deny):
         number = int(sc.resolve_syscall(sc.Arch.NATIVE, name))
+        if number < -1:  # libseccomp's pseudo-number: a call this architecture does not have
+            absent.append(name)
+            continue
         if number < 0:
             number = _BY_NUMBER.get(name, -1)
         if number < 0:
@@ -208,8 +380,13 @@ def install(profile: Profile) -> Installed:
     flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     for request in IOCTL_DENIED.values():
         flt.add_rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, request))
+    for rule in argument_rules(network, os.getpid()):
+        if rule.syscall in deny:
+            continue  # refused whatever its arguments
+        for mask, value in refused_blocks(rule.allowed, rule.bits):
+            flt.add_rule(eperm, rule.syscall, sc.Arg(rule.arg, sc.MASKED_EQ, mask, value))
     flt.load()
-    return Installed(profile, count, tuple(unknown))
+    return Installed(profile, count, tuple(unknown), network, tuple(absent))
 
 
 def status() -> int:
@@ -224,12 +401,18 @@ __all__ = [
     "CLONE_NAMESPACES",
     "DENIED",
     "EXTRA_DENIED",
+    "IOCTL_DENIED",
+    "NETWORKS",
     "PROFILES",
+    "ArgumentRule",
     "Installed",
+    "Network",
     "Profile",
     "SeccompUnavailable",
+    "argument_rules",
     "available",
     "denied_for",
     "install",
+    "refused_blocks",
     "status",
 ]

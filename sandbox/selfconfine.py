@@ -33,9 +33,10 @@ Guarantees, when `confine_server` returns a report with `enforced=True`:
   `enforced=False` with the reason.
 - With or without Landlock, the server then loads its system-call filter (sandbox/seccomp.py,
   profile "server", or "server-chroot" when the chroot workers will need chroot and unshare):
-  no mode, owner, time or attribute change, link, node, mount, namespace, ptrace, keyring or bpf
-  call succeeds in it or in anything it starts. A filter that cannot be loaded is a
-  `SelfConfinementFailed` too (refuse to start).
+  no mode, owner, time or attribute change, link, node, mount, namespace, ptrace, keyring, bpf,
+  IPC, memfd, execveat, terminal-injection or other-process prlimit call succeeds in it or in
+  anything it starts; socket() only for the replay store's TCP (and DNS), none without a store.
+  A filter that cannot be loaded is a `SelfConfinementFailed` too (refuse to start).
 
 Does not (docs/self-confinement.md has the reasoning):
 - Restrict files that were open before it (workspace roots, the replay database's connection,
@@ -70,7 +71,7 @@ from fs_notes.sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
 from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 from fs_notes.sandbox.probe import HostReport, probe
 from fs_notes.sandbox.process import CAP_NET_BIND_SERVICE, CAP_SETGID, CAP_SETPCAP, CAP_SETUID
-from fs_notes.sandbox.seccomp import Profile
+from fs_notes.sandbox.seccomp import Network, Profile
 from fs_notes.sandbox.view import Mount, Shape, View
 
 log = logging.getLogger("fs_notes.sandbox.selfconfine")
@@ -500,6 +501,8 @@ def confine_server(
         connect_ports=connect_ports,
         connect_names=connect_names,
     )
+    # socket() after start-up only for the replay store's TCP (and DNS, when it has a host name)
+    network: Network = "none" if not connect_ports else "tcp+dns" if connect_names else "tcp"
     host = probe() if unavailable_reason() is not None else None
     by_path = {ws.path: roots[ws.name] for ws in policy.workspaces if roots and ws.name in roots}
     seen = _enter_view(plan, by_path).to_json()
@@ -507,11 +510,11 @@ def confine_server(
     if reason is not None:  # no Landlock: the chroot workers need chroot/unshare from us
         caps = _limit_for_chroot_workers(http_port)
         done = SelfConfinement(False, None, reason, effective_caps=caps, view=seen, host=host)
-        return replace(done, seccomp=_filter("server-chroot"))
+        return replace(done, seccomp=_filter("server-chroot", network))
     done = apply(plan)
     for g in done.grants:
         log.debug("self-confinement rule: %s %s (%s)", g.path, ll.describe_fs(g.rights), g.why)
-    return replace(done, seccomp=_filter("server"), view=seen)
+    return replace(done, seccomp=_filter("server", network), view=seen)
 
 
 #: Landlock rights that change something (a grant holding one is bound writable in the view).
@@ -583,7 +586,7 @@ def _limit_for_chroot_workers(http_port: int | None) -> int:
         raise SelfConfinementFailed(f"capabilities could not be limited: {exc}") from None
 
 
-def _filter(profile: Profile) -> dict[str, Any]:
+def _filter(profile: Profile, network: Network) -> dict[str, Any]:
     """The server's system-call filter (sandbox/seccomp.py), loaded while it has one thread, so
     every thread and worker inherits it. SelfConfinementFailed if it cannot be loaded."""
     import threading
@@ -594,7 +597,7 @@ def _filter(profile: Profile) -> dict[str, Any]:
     if threading.active_count() != 1 or thread_count() != 1:
         raise SelfConfinementFailed("refusing to filter a multi-threaded process")
     try:
-        installed = seccomp.install(profile)
+        installed = seccomp.install(profile, network)
     except (seccomp.SeccompUnavailable, OSError) as exc:
         raise SelfConfinementFailed(f"the system-call filter cannot be loaded: {exc}") from None
     if seccomp.status() != 2:

@@ -10,8 +10,8 @@ unix sockets to outside its domain denied; capabilities cut to those the chroot 
 "chroot" (`sandbox.chroot`), or "none" (no_new_privs
 only; upstream allows it only with the operator's explicit --allow-unconfined), then (6) loaded
 its system-call filter (`sandbox.seccomp`, profile "delete" or "write": no mode, owner, time or
-attribute change, link, node, mount, namespace, ptrace, exec or socket; required in a confined
-mode). If any step fails
+attribute change, link, node, mount, namespace, ptrace, exec, memfd, socket, IPC, terminal
+ioctl or other-process prlimit; required in a confined mode). If any step fails
 it reports `ConfinementError` and exits: it never serves unconfined in a confined mode. Then it
 serves one request at a time (the binary frames of `sandbox.protocol`), each resolved by
 `fs_notes.fs.WorkspaceRoot`, and exits on EOF, when the supervisor's end is gone, or on a frame
