@@ -47,7 +47,8 @@ def on_terminal(
     with open(err, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, ON_TERMINAL, *(["--first"] if first else []), os.ttyname(slave),
-             "--", sys.executable, "-m", "fs_notes", "serve", str(notes)],
+             "--", sys.executable, "-m", "fs_notes", "serve", str(notes),
+             "--sandbox", "chroot"],  # at least: the hidden-Landlock pass has chroot workers
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=out,
