@@ -9,6 +9,11 @@ openat2 by a real call; chroot by trying it in a child. What it reports is what 
 - `self_confinement` is true exactly when the probe saw Landlock enforced: then `serve` confines
   itself at start-up or refuses to start (sandbox/selfconfine.py), never runs unconfined
   silently.
+- `user_namespaces` is measured too: a child makes a user and mount namespace and mounts in it
+  (sandbox/userns.py); when the kernel refuses, the reason names each setting of this kernel set
+  to a refusing value (Debian's kernel.unprivileged_userns_clone, user.max_user_namespaces,
+  Ubuntu's kernel.apparmor_restrict_unprivileged_userns, ...) and `fixes` says how to allow
+  them; a refusal no setting explains is said to be one.
 - `seccomp` says whether the system-call filter can be loaded here (sandbox/seccomp.py), the
   profile the server would load and what each profile refuses.
 - `processes` is measured, not predicted: a child confines itself exactly as `serve` does (on an
@@ -247,6 +252,10 @@ def check(
     print(f"Landlock enforced:     {'yes' if ll['enforced'] else 'no (' + str(ll['reason']) + ')'}")
     print(f"openat2:               {'yes' if data['openat2'] else 'no (component walk fallback)'}")
     print(f"chroot:                {'yes' if data['chroot'] else 'no'}")
+    userns = data["user_namespaces"]
+    print(f"user namespaces:       {'yes' if userns['works'] else 'no (' + userns['reason'] + ')'}")
+    for fix in userns["fixes"]:
+        print(f"  to allow them:       {fix}")
     refused = " (refused unless --allow-unconfined)" if data.get("deletion_refused") else ""
     print(f"deletion confinement:  {data['deletion_confinement']}{refused}")
     print(f"write confinement:     {data['write_confinement']}{refused}")

@@ -1,7 +1,8 @@
 """`fs-notes serve`: the server's lifecycle, from a typed configuration to a running transport.
 
 `config.py` parses the command line and the policy once; `compose.py` builds the parts; this
-module orders them: close inherited fds, open the confirmation state and the root handles, bind
+module orders them: close inherited fds, leave the controlling terminal (a session of its own,
+behind a relay: sandbox/session.py), open the confirmation state and the root handles, bind
 the listening socket, confine the process (before any thread starts), start the OS layer, log the
 operator's start-up summary (`startup.py`), run stdio or Streamable HTTP, and close everything.
 """
@@ -45,6 +46,9 @@ def close_inherited_fds() -> None:
 def serve(args: argparse.Namespace) -> int:
     close_inherited_fds()
     config = ServeConfig.from_args(args)  # a bad configuration creates no log file
+    from .sandbox.session import leave_terminal
+
+    leave_terminal()  # no process of fs-notes keeps a controlling terminal (sandbox/session.py)
     if args.log_file is not None:  # opened now, before self-confinement (logfile.py)
         from .logfile import attach
 

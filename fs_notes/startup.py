@@ -6,10 +6,12 @@ fs-notes on their folder sees at once where its state is and what protects it: t
 what it may do where), each OS mechanism of the server's own confinement, the replay database,
 the audit log, the state key (by key id, never the key) and the listening address (logged by
 the transport once it listens). A server started by a regular user is the normal case: for it,
-two INFO lines say in plain words what holds for this user and what does not (no private view
-without root). What is weaker than this user could have is logged at WARNING where it is decided
-(self-confinement off or impossible, no Landlock, no OS layer for the workers, a non-loopback
-address, a root server without its view); this module only reports.
+INFO lines say in plain words what holds for this user and what does not (no private view
+without root), and whether the kernel gives this user namespaces of its own (and if not, which
+settings refuse them and the fix: never a silent fall-back). What is weaker than this user
+could have is logged at WARNING where it is decided (self-confinement off or impossible, no
+Landlock, no OS layer for the workers, a non-loopback address, a root server without its view);
+this module only reports.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .fs import WorkspaceRoot
 
 if TYPE_CHECKING:
     from .sandbox.selfconfine import SelfConfinement
+    from .sandbox.userns import UserNamespaces
 
 log = logging.getLogger("fs_notes.serve")
 
@@ -79,13 +82,14 @@ def _confinement(done: SelfConfinement | None) -> list[str]:
         from .sandbox.view import regular_user_without_view
 
         if regular_user_without_view(done.view.get("reason")):
-            lines.extend(_for_a_regular_user(done.abi or 0))
+            lines.extend(_for_a_regular_user(done.abi or 0, done.user_namespaces))
     return lines
 
 
-def _for_a_regular_user(abi: int) -> list[str]:
+def _for_a_regular_user(abi: int, userns: UserNamespaces | None) -> list[str]:
     """What holds for a server a regular user started (Landlock on, no private view), and what
-    does not, in plain words (docs/self-confinement.md, "As a regular user")."""
+    does not, in plain words (docs/self-confinement.md, "As a regular user"); and whether the
+    kernel gives this user namespaces of its own (sandbox/userns.py), with the fix if not."""
     who = f"started by a regular user (uid {os.geteuid()})"
     reach = "read, change, trace or signal" if abi >= 6 else "read, change or trace"
     return [
@@ -97,7 +101,23 @@ def _for_a_regular_user(abi: int) -> list[str]:
         f"{who}: what does not (it needs root): a private view, so a compromised server could "
         "tell whether a path outside its workspaces exists, and list the host's processes, "
         f"though never {reach} them",
+        _user_namespaces(who, userns),
     ]
+
+
+def _user_namespaces(who: str, userns: UserNamespaces | None) -> str:
+    if userns is None:
+        return f"{who}: user namespaces: not probed"
+    if userns.works:
+        return (
+            f"{who}: user namespaces: this kernel allows them (what a private view without root "
+            "needs; this version does not build one in them yet)"
+        )
+    fixes = "; ".join(userns.fixes) or "find what refuses them (fs-notes check says what it read)"
+    return (
+        f"{who}: user namespaces: this kernel refuses them to this user, so no private view is "
+        f"possible without root: {userns.reason}; to allow them: {fixes}"
+    )
 
 
 def log_summary(

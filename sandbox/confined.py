@@ -16,7 +16,7 @@ Guarantees:
 - Workers get the workspace as the directory fd `serve` opened at start-up (duplicated), never
   its path: a folder moved or replaced after start-up is not reopened (the new one is never
   written to).
-- Nothing here competes with the first request: the set-up (the host probe, which starts two
+- Nothing here competes with the first request: the set-up (the host probe, which starts three
   short-lived Python children, and the workers) starts `START_DELAY` seconds after the server,
   or at once when a create, update or delete needs it, on a background thread; psutil,
   subprocess and the supervisor are imported there, not on the start-up path. Which layers are

@@ -3,14 +3,16 @@
 Guarantees: `landlock_enforced` is True only if a child process really confined itself and was
 then refused (EACCES) a read outside its allowed directory that succeeded just before confining,
 while a read inside still worked; `chroot` is True only if a child really entered a chroot (with
-the same code the worker uses) and then could see the inside marker and not the outside one.
-Both tests run in subprocesses (confinement cannot be undone), never in this process.
+the same code the worker uses) and then could see the inside marker and not the outside one;
+`user_namespaces.works` only if a child really made a user and mount namespace and mounted in it
+(sandbox/userns.py; when refused, it names the settings of this kernel that refuse it).
+The tests run in subprocesses (confinement cannot be undone), never in this process.
 `select_mode` fails closed: Landlock if enforced, else chroot if it works, else "none" only when
 the operator explicitly allowed unconfined deletion, else `NoEnforceableLayer`.
 Nothing here can be told to pretend: the CI pass that proves the chroot fallback hides Landlock
 from outside (tests/hide_landlock.py), and the probe then finds a kernel without it.
 
-Does not: probe on every call cheaply (it starts two short-lived Python children; call it once
+Does not: probe on every call cheaply (it starts three short-lived Python children; call it once
 at start-up), or prove anything about the worker's own confinement (the worker reports that in
 its hello, and the supervisor checks it).
 """
@@ -32,6 +34,7 @@ from fs_notes.sandbox import landlock_abi as ll
 from fs_notes.sandbox.bootstrap import loader
 from fs_notes.sandbox.errors import NoEnforceableLayer
 from fs_notes.sandbox.kinds import Mode
+from fs_notes.sandbox.userns import UserNamespaces
 
 _BOOTSTRAP = (
     f"{loader()}from fs_notes.sandbox.probe import child_main; sys.exit(child_main(sys.argv[1:]))"
@@ -47,6 +50,9 @@ class HostReport:
     openat2: bool
     chroot: bool
     chroot_reason: str | None
+    #: Whether a user namespace with a mount namespace can be made here, or which settings
+    #: refuse it (sandbox/userns.py); None: not probed.
+    user_namespaces: UserNamespaces | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +65,9 @@ class HostReport:
             "openat2": self.openat2,
             "chroot": self.chroot,
             "chroot_reason": self.chroot_reason,
+            "user_namespaces": (
+                self.user_namespaces.to_json() if self.user_namespaces is not None else None
+            ),
         }
 
 
@@ -112,11 +121,15 @@ def _chroot_child(inside: str, outside_file: str) -> dict[str, Any]:
 
 
 def child_main(argv: list[str]) -> int:
-    """Entry point of the probe children: `landlock|chroot INSIDE OUTSIDE_FILE`."""
+    """Entry point of the probe children: `landlock|chroot|userns INSIDE OUTSIDE_FILE`."""
     what, inside, outside_file = argv
     try:
         if what == "landlock":
             result = _landlock_child(inside, outside_file)
+        elif what == "userns":
+            from fs_notes.sandbox.userns import attempt
+
+            result = attempt(inside)
         else:
             result = _chroot_child(inside, outside_file)
     except Exception as exc:
@@ -175,8 +188,10 @@ def probe(timeout: float = 10.0) -> HostReport:
         Path(outside_file).write_bytes(b"outside\n")
         ll_proc = _spawn("landlock", inside, outside_file) if abi is not None else None
         chroot_proc = _spawn("chroot", inside, outside_file)
+        userns_proc = _spawn("userns", inside, outside_file)
         ll_result = _collect(ll_proc, timeout) if ll_proc is not None else {}
         chroot_result = _collect(chroot_proc, timeout)
+        userns = UserNamespaces.from_child(_collect(userns_proc, timeout))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -197,6 +212,7 @@ def probe(timeout: float = 10.0) -> HostReport:
         openat2=_openat2(),
         chroot=chroot_ok,
         chroot_reason=chroot_reason,
+        user_namespaces=userns,
     )
 
 

@@ -72,7 +72,8 @@ from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 from fs_notes.sandbox.probe import HostReport, probe
 from fs_notes.sandbox.process import CAP_NET_BIND_SERVICE, CAP_SETGID, CAP_SETPCAP, CAP_SETUID
 from fs_notes.sandbox.seccomp import Network, Profile
-from fs_notes.sandbox.view import Mount, Shape, View
+from fs_notes.sandbox.userns import UserNamespaces, probe_here
+from fs_notes.sandbox.view import Mount, Shape, View, regular_user_without_view
 
 log = logging.getLogger("fs_notes.sandbox.selfconfine")
 
@@ -161,6 +162,9 @@ class SelfConfinement:
     #: Without Landlock: the host probe (sandbox/probe.py), run before the view hides the
     #: scratch folder it needs; the OS layer picks the workers' mode from it.
     host: HostReport | None = None
+    #: A regular user's server (no view: it is not root): whether the kernel gives it a user
+    #: namespace, or which settings refuse it (sandbox/userns.py, probed in a forked child).
+    user_namespaces: UserNamespaces | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -176,6 +180,9 @@ class SelfConfinement:
             "bind_ports": list(self.bind_ports),
             "connect_ports": list(self.connect_ports),
             "effective_caps": self.effective_caps,
+            "user_namespaces": (
+                self.user_namespaces.to_json() if self.user_namespaces is not None else None
+            ),
         }
 
 
@@ -505,16 +512,19 @@ def confine_server(
     network: Network = "none" if not connect_ports else "tcp+dns" if connect_names else "tcp"
     host = probe() if unavailable_reason() is not None else None
     by_path = {ws.path: roots[ws.name] for ws in policy.workspaces if roots and ws.name in roots}
-    seen = _enter_view(plan, by_path).to_json()
+    entered = _enter_view(plan, by_path)
+    seen = entered.to_json()
+    # A regular user's server: whether it could have a user namespace (startup.py says so).
+    userns = probe_here() if regular_user_without_view(entered.reason) else None
     reason = unavailable_reason()
     if reason is not None:  # no Landlock: the chroot workers need chroot/unshare from us
         caps = _limit_for_chroot_workers(http_port)
         done = SelfConfinement(False, None, reason, effective_caps=caps, view=seen, host=host)
-        return replace(done, seccomp=_filter("server-chroot", network))
+        return replace(done, seccomp=_filter("server-chroot", network), user_namespaces=userns)
     done = apply(plan)
     for g in done.grants:
         log.debug("self-confinement rule: %s %s (%s)", g.path, ll.describe_fs(g.rights), g.why)
-    return replace(done, seccomp=_filter("server", network), view=seen)
+    return replace(done, seccomp=_filter("server", network), view=seen, user_namespaces=userns)
 
 
 #: Landlock rights that change something (a grant holding one is bound writable in the view).

@@ -78,8 +78,6 @@ MOUNT_ATTR_NOSUID: Final = 0x2
 MOUNT_ATTR_NODEV: Final = 0x4
 MOUNT_ATTR_NOEXEC: Final = 0x8
 _MOUNT_SETATTR: Final = 442  # the same on every architecture with the unified table
-#: Signals the relay (the process that started the view) passes on to the server.
-_RELAYED: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 #: pivot_root has no C library wrapper: its number per architecture.
 _PIVOT_ROOT: Final = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 #: Where the new root is assembled (mounting a tmpfs there is private to the new namespace).
@@ -358,55 +356,13 @@ def _switch(base: str) -> None:
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _relay(child: int, alive: int) -> None:
-    """The process that started the view: pass signals on to `child` (the server, now the first
-    process of its own PID namespace), wait for it and exit as it did; hold `alive` open until
-    then (the child's check that its parent is there). Never returns."""
-    try:
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1):  # the client must see the server's end of stdio close, not ours
-            os.dup2(null, fd)
-        # The workspaces, databases and sockets are the child's now.
-        os.closerange(3, alive)
-        os.closerange(alive + 1, 1 << 20)
-        for sig in _RELAYED:
-            signal.signal(sig, lambda number, _frame: os.kill(child, number))
-        while True:
-            try:
-                _, status = os.waitpid(child, 0)
-                break
-            except ChildProcessError:
-                os._exit(70)
-            except InterruptedError:
-                continue
-        code = os.waitstatus_to_exitcode(status)
-        os._exit(code if code >= 0 else 128 - code)
-    except BaseException:
-        os._exit(70)
-
-
 def _become_first_process() -> None:
     """Fork into the new PID namespace (unshare(CLONE_NEWPID) moves only the children there):
-    the child returns, as the namespace's first process; the parent relays (`_relay`)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    alive_r, alive_w = os.pipe()  # the parent holds the write end until it dies
-    child = os.fork()
-    if child:
-        os.close(alive_r)
-        _relay(child, alive_w)
-    os.close(alive_w)
-    # Killed with the relay: the started process is the one a supervisor (or a test) kills.
-    from fs_notes.sandbox.process import PR_SET_PDEATHSIG, prctl
+    the child returns, as the namespace's first process; the parent relays signals and the exit
+    status (sandbox/session.py, `behind_relay`)."""
+    from fs_notes.sandbox.session import behind_relay
 
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    os.set_blocking(alive_r, False)
-    try:
-        if os.read(alive_r, 1) == b"":  # the relay died before the line above: go too
-            os._exit(70)
-    except BlockingIOError:
-        pass
-    os.close(alive_r)
+    behind_relay()
     # The first process of a PID namespace gets no signal it has no handler for: the server
     # still stops on SIGTERM (uvicorn installs its own handler later).
     signal.signal(signal.SIGTERM, lambda number, _frame: sys.exit(128 + number))

@@ -70,3 +70,27 @@ def test_check_with_a_policy_whose_folders_exist_exits_0_and_lists_them(tmp_path
     assert done.returncode == 0, done.stderr
     lines = [line.split() for line in done.stdout.splitlines() if line.startswith("workspace ")]
     assert lines == [["workspace", "notes:", f"{folder}:", "a", "folder", "serve", "can", "open"]]
+
+
+def test_check_names_why_user_namespaces_are_refused_and_the_fixes(tmp_path: Path) -> None:
+    """Issue 26: with unshare refused from outside (tests/deny_syscalls.py), `check` says user
+    namespaces are refused, why (the step, the errno, the settings it read) and, for each
+    setting of this kernel set to refuse them, how to allow them."""
+    from fs_notes.sandbox.userns import UserNamespaces, read_settings
+
+    deny = str(Path(__file__).with_name("deny_syscalls.py"))
+    done = subprocess.run(
+        [sys.executable, deny, "unshare", "--", sys.executable, "-m", "fs_notes", "check"],
+        capture_output=True, text=True, env=child_env(TMPDIR=str(tmp_path)), cwd=REPO,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    refused = UserNamespaces(False, "unshare", "EPERM", tuple(read_settings().items()))
+    lines = done.stdout.splitlines()
+    assert f"user namespaces:       no ({refused.reason})" in lines
+    at = lines.index(f"user namespaces:       no ({refused.reason})")
+    assert lines[at + 1 : at + 1 + len(refused.fixes)] == [
+        f"  to allow them:       {fix}" for fix in refused.fixes
+    ]
+    plain = _check(tmp_path, "--json")
+    assert json.loads(plain.stdout)["user_namespaces"]["works"] in (True, False)

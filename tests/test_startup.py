@@ -4,6 +4,7 @@ warnings only for what is weaker than it should be; never a secret."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,8 @@ import pytest
 from layers import requirement
 from regular_user import home_for_nobody, interpreters, reachable, regular_user
 from wire import REPO, HttpServer, child_env, write_secret
+
+from fs_notes.sandbox.userns import UserNamespaces, read_settings
 
 KEY = base64.b64encode(bytes(range(32))).decode()
 
@@ -136,10 +139,10 @@ def test_a_name_planted_at_the_port_files_temporary_name_is_not_followed(tmp_pat
     assert leftovers == []
 
 
-def test_a_regular_users_start_says_what_holds_and_what_does_not_at_info(tmp_path: Path) -> None:
-    """Issue 25: unprivileged is the normal case. A regular user's self-confined start logs, at
-    INFO, what holds for this user (Landlock, the filter, the workers) and what does not (no
-    private view), with no warning and no advice to run as root."""
+def _regular_users_start(*wrapper: str) -> tuple[subprocess.CompletedProcess[str], str, bool]:
+    """`serve` started by a regular user (under `wrapper`, a launcher and its arguments, before
+    the Python), with whether the probe run as that same user found user namespaces working;
+    and who the start-up lines say started it."""
     verdict, why = requirement("landlock")
     if verdict != "run":
         if os.environ.get("CI", "").lower() == "true":
@@ -154,18 +157,33 @@ def test_a_regular_users_start_says_what_holds_and_what_does_not_at_info(tmp_pat
         notes.mkdir()
         if os.geteuid() == 0:
             os.chown(notes, 65534, 65534)
+        env = {**child_env(), "XDG_STATE_HOME": str(home / "state")}
+        launch = [str(python), *wrapper, str(python)] if wrapper else [str(python)]
         result = subprocess.run(
-            regular_user([str(python), "-m", "fs_notes", "serve", str(notes)], home),
-            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-            env={**child_env(), "XDG_STATE_HOME": str(home / "state")},
+            regular_user([*launch, "-m", "fs_notes", "serve", str(notes)], home),
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env,
+        )  # fmt: skip
+        probed = subprocess.run(
+            regular_user([*launch, "-m", "fs_notes.sandbox.probe"], home),
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env,
         )  # fmt: skip
     finally:
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(folder, ignore_errors=True)
-    assert result.returncode == 0, result.stderr
+    assert probed.returncode == 0, probed.stderr
+    works = json.loads(probed.stdout)["user_namespaces"]["works"]
     uid = 65534 if os.geteuid() == 0 else os.geteuid()
+    return result, f"started by a regular user (uid {uid})", works
+
+
+def test_a_regular_users_start_says_what_holds_and_what_does_not_at_info(tmp_path: Path) -> None:
+    """Issue 25: unprivileged is the normal case. A regular user's self-confined start logs, at
+    INFO, what holds for this user (Landlock, the filter, the workers) and what does not (no
+    private view), with no warning and no advice to run as root; and (issue 26) whether the
+    kernel gives this user namespaces, as the probe run as the same user finds."""
+    result, who, works = _regular_users_start()
+    assert result.returncode == 0, result.stderr
     info = _messages(result.stderr, "INFO")
-    who = f"started by a regular user (uid {uid})"
     assert (
         f"{who}: what holds: Landlock confines the server to its workspaces (nothing outside "
         "them can be opened, listed, created, changed or run; the Python installation is "
@@ -179,5 +197,35 @@ def test_a_regular_users_start_says_what_holds_and_what_does_not_at_info(tmp_pat
         "self-confinement: filesystem view not private (needs CAP_SYS_ADMIN at start-up, which "
         "only a server started as root has)"
     ) in info
+    userns = [m for m in info if m.startswith(f"{who}: user namespaces: ")]
+    if works:
+        assert userns == [
+            f"{who}: user namespaces: this kernel allows them (what a private view without root "
+            "needs; this version does not build one in them yet)"
+        ]
+    else:
+        assert len(userns) == 1 and "refuses them to this user" in userns[0]
     assert _messages(result.stderr, "WARNING") == []
     assert "run as root" not in result.stderr
+
+
+def test_a_regular_user_refused_user_namespaces_is_told_why_and_the_fix() -> None:
+    """Issue 26: where the kernel refuses user namespaces (faked from outside: unshare answers
+    EPERM, tests/deny_syscalls.py), serve says so at INFO, naming the refused step and each
+    setting of this kernel set to a refusing value, or that none is (then something else
+    refuses, which is all it can know); never silently."""
+    deny = str(Path(__file__).with_name("deny_syscalls.py"))
+    result, who, works = _regular_users_start(deny, "unshare", "--")
+    assert result.returncode == 0, result.stderr
+    assert works is False  # the probe as that user sees the refusal too
+    refused = UserNamespaces(False, "unshare", "EPERM", tuple(read_settings().items()))
+    fixes = "; ".join(refused.fixes) or "find what refuses them (fs-notes check says what it read)"
+    assert refused.reason is not None and refused.reason.startswith(
+        "unshare(CLONE_NEWUSER | CLONE_NEWNS) was refused (EPERM); "
+    )
+    said = (
+        f"{who}: user namespaces: this kernel refuses them to this user, so no private view is "
+        f"possible without root: {refused.reason}; to allow them: {fixes}"
+    )
+    assert _messages(result.stderr, "INFO").count(said) == 1
+    assert _messages(result.stderr, "WARNING") == []

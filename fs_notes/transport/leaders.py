@@ -23,6 +23,7 @@ decide anything about a line, or stop an answer in progress.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import select
@@ -75,6 +76,10 @@ class LineSource:
                 chunk = os.read(self._fd, _CHUNK)
             except BlockingIOError:
                 continue
+            except OSError as exc:  # EIO: a terminal whose other end has gone (hung up)
+                if exc.errno != errno.EIO:
+                    raise
+                chunk = b""
             if not chunk:
                 self._eof = True
                 return False
