@@ -43,6 +43,7 @@ from fs_notes.sandbox.process import (
     capabilities,
     drop_capabilities,
     set_no_new_privs,
+    write_proc,
 )
 
 CLONE_NEWNS: Final = 0x00020000
@@ -73,20 +74,12 @@ def _unshare(flags: int) -> None:
         raise OSError(err, f"unshare: {os.strerror(err)}")
 
 
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, text.encode("ascii"))
-    finally:
-        os.close(fd)
-
-
 def _enter_user_namespace() -> None:
     uid, gid = os.geteuid(), os.getegid()
     _unshare(CLONE_NEWUSER | CLONE_NEWNS)
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"0 {uid} 1")
-    _write("/proc/self/gid_map", f"0 {gid} 1")
+    write_proc("/proc/self/setgroups", "deny")
+    write_proc("/proc/self/uid_map", f"0 {uid} 1")
+    write_proc("/proc/self/gid_map", f"0 {gid} 1")
 
 
 def enter_chroot(

@@ -246,3 +246,13 @@ def limit_capabilities(keep: frozenset[int]) -> int:
     if eff != left or perm != left or bounding_set() & ~mask:
         raise OSError(1, f"capabilities not limited: eff={eff:#x} perm={perm:#x}")
     return eff
+
+
+def write_proc(path: str, text: str) -> None:
+    """Write `text` to a /proc file (a user namespace's setgroups, uid_map, gid_map) in one
+    write(2), as the kernel requires of those files."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode("ascii"))
+    finally:
+        os.close(fd)

@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from fs_notes.sandbox.process import write_proc
+
 CLONE_NEWNS: Final = 0x00020000
 CLONE_NEWUSER: Final = 0x10000000
 MS_NOSUID: Final = 2
@@ -174,14 +176,6 @@ class UserNamespaces:
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, text.encode("ascii"))
-    finally:
-        os.close(fd)
-
-
 def attempt(scratch: str) -> dict[str, Any]:
     """Enter a new user and mount namespace, map the own ids, mount a tmpfs on folder
     `scratch` (in the new namespace only). Irreversible: run it in a child that then exits.
@@ -192,11 +186,11 @@ def attempt(scratch: str) -> dict[str, Any]:
         if _libc.unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWNS)) != 0:
             raise OSError(ctypes.get_errno() or errno.EIO, "unshare")
         step = "setgroups"
-        _write("/proc/self/setgroups", "deny")
+        write_proc("/proc/self/setgroups", "deny")
         step = "uid_map"
-        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        write_proc("/proc/self/uid_map", f"{uid} {uid} 1")
         step = "gid_map"
-        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        write_proc("/proc/self/gid_map", f"{gid} {gid} 1")
         step = "mount"
         flags = ctypes.c_ulong(MS_NOSUID | MS_NODEV)
         if _libc.mount(b"fs-notes-probe", os.fsencode(scratch), b"tmpfs", flags, None) != 0:

@@ -30,6 +30,18 @@ def test_a_slow_call_does_not_block_a_quick_one(tmp_path: Path) -> None:
         assert first["id"] == "quick" and second["id"] == "slow"
 
 
+def _a_worker(processes: list[psutil.Process]) -> bool:
+    """Whether one of `processes` is a confined worker (started `python -I -S ...`, not the
+    relay or the server, which the started process now is a relay of: sandbox/session.py)."""
+    for process in processes:
+        try:
+            if "-I" in process.cmdline()[1:3]:
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
 @pytest.mark.parametrize("how", ["eof", "sigterm", "sigint"])
 def test_the_server_exits_cleanly_and_leaves_no_child_behind(tmp_path: Path, how: str) -> None:
     (tmp_path / "a.md").write_text("# A\n")
@@ -42,10 +54,11 @@ def test_the_server_exits_cleanly_and_leaves_no_child_behind(tmp_path: Path, how
         assert first["result"]["resultType"] == "input_required"
         parent = psutil.Process(server.proc.pid)
         deadline = time.monotonic() + 10
-        while not parent.children(recursive=True) and time.monotonic() < deadline:
+        children = parent.children(recursive=True)  # relays, the server, its workers
+        while not _a_worker(children) and time.monotonic() < deadline:
             time.sleep(0.05)
-        children = parent.children(recursive=True)
-        assert children, "the confined worker should be running"
+            children = parent.children(recursive=True)
+        assert _a_worker(children), "the confined worker should be running"
         if how == "eof":
             code = server.close()
         else:
