@@ -75,6 +75,8 @@ def _confinement(done: SelfConfinement | None) -> list[str]:
     if done.view is not None:
         view = done.view
         state = "private" if view.get("enforced") else f"not private ({view.get('reason')})"
+        if view.get("enforced") and view.get("user_namespace"):
+            state += ", in a user namespace of its own (no capability kept)"
         lines.append(f"self-confinement: filesystem view {state}")
     if done.effective_caps is not None:
         lines.append(f"self-confinement: effective capabilities {done.effective_caps:#x}")
@@ -98,7 +100,8 @@ def _for_a_regular_user(abi: int, userns: UserNamespaces | None) -> list[str]:
         "read-only), the system-call filter refuses mode, owner, time, attribute, link, mount "
         "and ptrace calls, and writes and deletions run in workers holding only the rights "
         "they need",
-        f"{who}: what does not (it needs root): a private view, so a compromised server could "
+        f"{who}: what does not (this kernel refuses it a user namespace): a private view, so a "
+        "compromised server could "
         "tell whether a path outside its workspaces exists, and list the host's processes, "
         f"though never {reach} them",
         _user_namespaces(who, userns),
@@ -108,11 +111,8 @@ def _for_a_regular_user(abi: int, userns: UserNamespaces | None) -> list[str]:
 def _user_namespaces(who: str, userns: UserNamespaces | None) -> str:
     if userns is None:
         return f"{who}: user namespaces: not probed"
-    if userns.works:
-        return (
-            f"{who}: user namespaces: this kernel allows them (what a private view without root "
-            "needs; this version does not build one in them yet)"
-        )
+    if userns.works:  # a view was refused for another reason (the view's own says which)
+        return f"{who}: user namespaces: this kernel allows them"
     fixes = "; ".join(userns.fixes) or "find what refuses them (fs-notes check says what it read)"
     return (
         f"{who}: user namespaces: this kernel refuses them to this user, so no private view is "

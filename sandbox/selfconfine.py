@@ -1,9 +1,11 @@
 """Self-confinement of the server process: its own Landlock domain, applied once at start-up.
 
-First, with or without Landlock, the private view (sandbox/view.py): where the server has
-CAP_SYS_ADMIN (root) it moves into a mount namespace that shows only the paths of its plan (so a
-compromised server cannot even `stat` what lies outside), and each workspace handle in `roots` is
-re-opened on its bind; elsewhere `view` says why not and a warning is logged. A view begun and
+First, with or without Landlock, the private view (sandbox/view.py): as root (CAP_SYS_ADMIN),
+or as a regular user in a user namespace of its own, it moves into a mount namespace that shows
+only the paths of its plan (so a compromised server cannot even `stat` what lies outside), and
+each workspace handle in `roots` is re-opened on its bind; where the kernel refuses it, `view`
+says why (startup.py names the setting and the fix). A regular user's server then keeps no
+capability at all (in its user namespace it held every one). A view begun and
 not finished is `SelfConfinementFailed`.
 
 Guarantees, when `confine_server` returns a report with `enforced=True`:
@@ -113,6 +115,15 @@ NAME_SERVICE_FILES = (
 SERVER_CAPABILITIES = (
     KEPT_CAPABILITIES | WRITE_EXTRA_CAPABILITIES | {CAP_SETPCAP, CAP_SETUID, CAP_SETGID}
 )
+
+
+def _kept(caps: frozenset[int]) -> frozenset[int]:
+    """What of `caps` the server keeps: all of them as root; none as a regular user, whose
+    workers run as itself (in its private view it holds every capability of its own user
+    namespace, which it needs no more once the view is built)."""
+    return caps if os.geteuid() == 0 else frozenset()
+
+
 SYSTEM_LIBRARY_FOLDERS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 #: The server's own top-level packages (the worker imports both).
 OWN_PACKAGES = ("fs_notes", "fs_notes.sandbox")
@@ -436,6 +447,7 @@ def apply(plan: Plan) -> SelfConfinement:
     keep = SERVER_CAPABILITIES
     if any(port < 1024 for port in plan.bind_ports):
         keep |= {CAP_NET_BIND_SERVICE}
+    keep = _kept(keep)
     rules = _open_rules(plan)
     try:
         caps = limit_capabilities(keep)
@@ -591,7 +603,7 @@ def _limit_for_chroot_workers(http_port: int | None) -> int:
     if http_port is not None and http_port < 1024:
         keep |= {CAP_NET_BIND_SERVICE}
     try:
-        return limit_capabilities(frozenset(keep))
+        return limit_capabilities(_kept(frozenset(keep)))
     except OSError as exc:
         raise SelfConfinementFailed(f"capabilities could not be limited: {exc}") from None
 

@@ -14,6 +14,13 @@ Guarantees, when `enter` returns `View(enforced=True)`:
   (`PROC_OPTIONS`; falls back to a read-only bind of the host's /proc, said in `proc`, which
   shows every process). No other process's environment, root, command line or mount table can
   be read, nor any process signalled or traced but these.
+- Its own IPC namespace: no SysV segment, queue or semaphore set, and no POSIX message queue, of
+  any process outside can be found, attached or read.
+- Root or not: as root from CAP_SYS_ADMIN; a regular user's server in a user namespace of its
+  own, made in the same unshare (mapping only its own uid and gid, setgroups denied), so every
+  guarantee here holds for it too. Inside, it holds every capability over its namespaces only;
+  the caller drops them all right after (sandbox/selfconfine.py). Files of other owners show as
+  the overflow ids (65534): nothing in the view is the caller's to change but its own.
 - Without `network` (stdio), an empty network namespace of its own: no TCP, UDP or named unix
   socket of the host can be reached or listed (/proc/net); socketpairs work.
 - It sees a "/" that is a read-only tmpfs holding only: each `Mount` it was given, at its own
@@ -33,8 +40,10 @@ Guarantees, when `enter` returns `View(enforced=True)`:
   (the filesystem layer refuses notes on other mounts); nothing mounted here reaches the host.
 
 Does not:
-- Apply without CAP_SYS_ADMIN (root) at start-up: `enter` returns `enforced=False` with the reason
-  and the caller says so (a non-root server keeps the host's view; sandbox/deploy/ gives one).
+- Apply where the kernel refuses a regular user a user namespace (Debian's
+  kernel.unprivileged_userns_clone=0, Ubuntu's AppArmor restriction, a container's filter), nor
+  for root without CAP_SYS_ADMIN: `enter` returns `enforced=False` with the reason (naming the
+  setting, `NO_USER_NAMESPACE`) and the caller says so; never a silent fall-back.
 - Hide anything inside the bound paths (the Python installation, every workspace, the replay
   folder): a worker sees its siblings' workspaces (Landlock still denies opening them).
 - Affect fds opened before it: they still reach the host's tree (".." from a directory fd climbs
@@ -58,6 +67,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from fs_notes.sandbox.process import write_proc
+
 MS_RDONLY: Final = 1
 MS_NOSUID: Final = 2
 MS_NODEV: Final = 4
@@ -70,6 +81,8 @@ MNT_DETACH: Final = 2
 CLONE_NEWNS: Final = 0x00020000
 CLONE_NEWPID: Final = 0x20000000
 CLONE_NEWNET: Final = 0x40000000
+CLONE_NEWIPC: Final = 0x08000000
+CLONE_NEWUSER: Final = 0x10000000
 CAP_SYS_ADMIN: Final = 21
 AT_FDCWD: Final = -100
 AT_RECURSIVE: Final = 0x8000
@@ -87,6 +100,9 @@ _MAX_HOPS: Final = 40
 #: besides, a process this one may not ptrace is absent, and gid= names the group exempt from
 #: that (by default 0, which would exempt a root server): a group no process of ours has.
 PROC_OPTIONS: Final = "hidepid=invisible,gid=4294967294"
+#: In a user namespace of its own (a regular user's view) gid= must name a group mapped there,
+#: and only the server's own is: no group is exempt, so the option is left out.
+PROC_OPTIONS_USERNS: Final = "hidepid=invisible"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -112,6 +128,7 @@ class View:
     proc: str | None = None  # PROC_OPTIONS, or "bind" (the host's /proc: every process shows)
     top: tuple[str, ...] = field(default=())
     network: bool = True  # False: an empty network namespace of its own
+    user_namespace: bool = False  # True: built in a user namespace of its own (no root)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -120,6 +137,7 @@ class View:
             "visible": list(self.visible),
             "proc": self.proc,
             "network": self.network,
+            "user_namespace": self.user_namespace,
         }
 
 
@@ -151,27 +169,43 @@ def _beneath(path: str, roots: Iterable[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-#: Why a server has no view when a regular user starts it: the normal case for a person's own
-#: server, not a fault (a mount namespace needs CAP_SYS_ADMIN, which only root has).
-NEEDS_ROOT = "needs CAP_SYS_ADMIN at start-up, which only a server started as root has"
+#: Why a server has no view when a regular user starts it on a kernel that refuses it a user
+#: namespace (Debian's and Ubuntu's settings, a container's filter): the reason then goes on
+#: with what the probe found (sandbox/userns.py), which names the setting and the fix.
+NO_USER_NAMESPACE = "needs CAP_SYS_ADMIN (root) or a user namespace, which this kernel refuses"
 
 
 def unavailable_reason() -> str | None:
-    """Why this process cannot build a view (None: it can)."""
+    """Why this process cannot build a view (None: it can): as root, with CAP_SYS_ADMIN; as a
+    regular user, in a user namespace of its own, if the kernel gives one (probed for real, in
+    a forked child: sandbox/userns.py)."""
     from fs_notes.sandbox.process import capabilities
+    from fs_notes.sandbox.userns import probe_here
 
     if platform.machine() not in _PIVOT_ROOT:
         return f"pivot_root's number is not known for {platform.machine()}"
-    if not capabilities()[0] & (1 << CAP_SYS_ADMIN):
-        return NEEDS_ROOT
-    return None
+    if capabilities()[0] & (1 << CAP_SYS_ADMIN):
+        return None
+    if os.geteuid() == 0:
+        return "needs CAP_SYS_ADMIN, which this root server was started without (a launcher's)"
+    userns = probe_here()
+    if userns.works:
+        return None
+    return f"{NO_USER_NAMESPACE}: {userns.reason}"
+
+
+def in_own_user_namespace() -> bool:
+    """Whether `enter` would make a user namespace (no CAP_SYS_ADMIN here: a regular user)."""
+    from fs_notes.sandbox.process import capabilities
+
+    return not capabilities()[0] & (1 << CAP_SYS_ADMIN)
 
 
 def regular_user_without_view(reason: str | None) -> bool:
-    """Whether `reason` (a View's) is only that a regular user started the server: nothing a
-    different set-up by this user could give it (root without CAP_SYS_ADMIN is weaker than it
-    should be, and so is an unknown architecture)."""
-    return reason == NEEDS_ROOT and os.geteuid() != 0
+    """Whether `reason` (a View's) is only that a regular user's kernel refuses it a user
+    namespace: nothing this user's set-up could give it but that setting (root without
+    CAP_SYS_ADMIN is weaker than it should be, and so is an unknown architecture)."""
+    return bool(reason) and str(reason).startswith(NO_USER_NAMESPACE) and os.geteuid() != 0
 
 
 # -- the plan: what to create, in order --------------------------------------------------------
@@ -315,7 +349,9 @@ def _attrs(m: Mount) -> int:
     return attrs
 
 
-def _assemble(base: str, binds: Sequence[Mount], layout: _Layout, fds: dict[str, int]) -> str:
+def _assemble(
+    base: str, binds: Sequence[Mount], layout: _Layout, fds: dict[str, int], proc_options: str
+) -> str:
     """Build the new root under `base` (a fresh tmpfs); the /proc mode used."""
     for path, (what, text) in sorted(layout.made.items()):
         if what == "dir":
@@ -329,8 +365,8 @@ def _assemble(base: str, binds: Sequence[Mount], layout: _Layout, fds: dict[str,
             os.mkdir(target, 0o555)
             try:
                 flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
-                _mount("proc", target, "proc", flags, PROC_OPTIONS)
-                proc = PROC_OPTIONS
+                _mount("proc", target, "proc", flags, proc_options)
+                proc = proc_options
             except OSError:  # e.g. a container whose /proc is partly covered
                 _mount("/proc", target, None, MS_BIND | MS_REC)
                 proc = "bind"
@@ -388,11 +424,22 @@ def enter(
     base = next((d for d in _STAGING if os.path.isdir(d) and not os.path.islink(d)), None)
     if base is None:
         return View(False, f"no folder to assemble the view in (one of {', '.join(_STAGING)})")
-    flags = CLONE_NEWNS | CLONE_NEWPID | (0 if network else CLONE_NEWNET)
+    own_userns = in_own_user_namespace()
+    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | (0 if network else CLONE_NEWNET)
+    if own_userns:
+        flags |= CLONE_NEWUSER
+    uid, gid = os.geteuid(), os.getegid()
     try:
         _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
     except OSError as exc:
         return View(False, str(exc))
+    if own_userns:  # the same ids inside as out, and nothing else mapped: no way to change them
+        try:
+            write_proc("/proc/self/setgroups", "deny")
+            write_proc("/proc/self/uid_map", f"{uid} {uid} 1")
+            write_proc("/proc/self/gid_map", f"{gid} {gid} 1")
+        except OSError as exc:
+            raise ViewFailed(f"the user namespace's ids could not be mapped: {exc}") from None
     _become_first_process()
     try:  # from here on there is no way back: fail hard
         fds = _source_fds(binds)
@@ -401,7 +448,8 @@ def enter(
     try:
         _mount(None, "/", None, MS_REC | MS_SLAVE)
         _mount("fs-notes-view", base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-        proc = _assemble(base, binds, layout, fds)
+        options = PROC_OPTIONS_USERNS if own_userns else PROC_OPTIONS
+        proc = _assemble(base, binds, layout, fds, options)
         _switch(base)
     except OSError as exc:
         raise ViewFailed(f"the private view could not be built: {exc}") from None
@@ -413,7 +461,7 @@ def enter(
         raise ViewFailed(f"the view shows {top}, not {expected_top}")
     if control is not None and os.path.lexists("/" + control):
         raise ViewFailed(f"/{control} is still visible in the view")
-    return View(True, None, tuple(m.path for m in binds), proc, tuple(top), network)
+    return View(True, None, tuple(m.path for m in binds), proc, tuple(top), network, own_userns)
 
 
 def reopen(path: str, old_fd: int) -> int:

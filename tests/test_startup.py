@@ -58,8 +58,11 @@ def test_the_summary_names_workspace_principal_guards_and_where_the_state_is(
     assert any(m.startswith("self-confinement: seccomp profile server, ") for m in info)
     if os.geteuid() == 0:
         assert "self-confinement: filesystem view private" in info
-    else:  # a regular user's start: no view, said at INFO (the test below)
-        assert any(m.startswith("started by a regular user") for m in info)
+    else:  # a regular user's: in a user namespace of its own (CI's kernel allows them)
+        assert (
+            "self-confinement: filesystem view private, in a user namespace of its own "
+            "(no capability kept)"
+        ) in info
     assert f"replay database: {replay}" in info
     assert f"audit log: {audit}" in info
     assert f"state key: kops1, file {keys}" in info
@@ -139,6 +142,21 @@ def test_a_name_planted_at_the_port_files_temporary_name_is_not_followed(tmp_pat
     assert leftovers == []
 
 
+def _says_what_holds_without_a_view(info: list[str], who: str) -> None:
+    assert (
+        f"{who}: what holds: Landlock confines the server to its workspaces (nothing outside "
+        "them can be opened, listed, created, changed or run; the Python installation is "
+        "read-only), the system-call filter refuses mode, owner, time, attribute, link, mount "
+        "and ptrace calls, and writes and deletions run in workers holding only the rights "
+        "they need"
+    ) in info
+    prefix = f"{who}: what does not (this kernel refuses it a user namespace): "
+    does_not = [m for m in info if m.startswith(prefix)]
+    assert len(does_not) == 1 and "tell whether a path outside its workspaces exists" in does_not[0]
+    view = [m for m in info if m.startswith("self-confinement: filesystem view not private (")]
+    assert len(view) == 1 and "a user namespace, which this kernel refuses: " in view[0], info
+
+
 def _regular_users_start(*wrapper: str) -> tuple[subprocess.CompletedProcess[str], str, bool]:
     """`serve` started by a regular user (under `wrapper`, a launcher and its arguments, before
     the Python), with whether the probe run as that same user found user namespaces working;
@@ -184,26 +202,16 @@ def test_a_regular_users_start_says_what_holds_and_what_does_not_at_info(tmp_pat
     result, who, works = _regular_users_start()
     assert result.returncode == 0, result.stderr
     info = _messages(result.stderr, "INFO")
-    assert (
-        f"{who}: what holds: Landlock confines the server to its workspaces (nothing outside "
-        "them can be opened, listed, created, changed or run; the Python installation is "
-        "read-only), the system-call filter refuses mode, owner, time, attribute, link, mount "
-        "and ptrace calls, and writes and deletions run in workers holding only the rights "
-        "they need"
-    ) in info
-    does_not = [m for m in info if m.startswith(f"{who}: what does not (it needs root): ")]
-    assert len(does_not) == 1 and "tell whether a path outside its workspaces exists" in does_not[0]
-    assert (
-        "self-confinement: filesystem view not private (needs CAP_SYS_ADMIN at start-up, which "
-        "only a server started as root has)"
-    ) in info
-    userns = [m for m in info if m.startswith(f"{who}: user namespaces: ")]
-    if works:
-        assert userns == [
-            f"{who}: user namespaces: this kernel allows them (what a private view without root "
-            "needs; this version does not build one in them yet)"
-        ]
+    if works:  # the private view, in a user namespace of its own, and no capability left
+        assert (
+            "self-confinement: filesystem view private, in a user namespace of its own "
+            "(no capability kept)"
+        ) in info
+        assert "self-confinement: effective capabilities 0x0" in info
+        assert [m for m in info if m.startswith(f"{who}: ")] == []
     else:
+        _says_what_holds_without_a_view(info, who)
+        userns = [m for m in info if m.startswith(f"{who}: user namespaces: ")]
         assert len(userns) == 1 and "refuses them to this user" in userns[0]
     assert _messages(result.stderr, "WARNING") == []
     assert "run as root" not in result.stderr
@@ -228,4 +236,5 @@ def test_a_regular_user_refused_user_namespaces_is_told_why_and_the_fix() -> Non
         f"possible without root: {refused.reason}; to allow them: {fixes}"
     )
     assert _messages(result.stderr, "INFO").count(said) == 1
+    _says_what_holds_without_a_view(_messages(result.stderr, "INFO"), who)
     assert _messages(result.stderr, "WARNING") == []

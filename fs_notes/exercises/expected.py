@@ -208,10 +208,16 @@ def _no_view(f: HostFacts) -> str | None:
     if f.root or not f.view:
         return None
     return (
-        "not run: a regular user's server has no private view (it needs CAP_SYS_ADMIN at "
-        "start-up), and only the view refuses this attack in some column; without it, `stat` "
-        "of an outside path tells that it exists, and a device node needs CAP_MKNOD to make"
+        "not run: a regular user's server has no private view here (this kernel refuses it a "
+        "user namespace), and only the view refuses this attack in some column; without it, "
+        "`stat` of an outside path tells that it exists"
     )
+
+
+def _no_mknod(f: HostFacts) -> str | None:
+    if f.root:
+        return None
+    return "not run: a regular user cannot make the device node this attack is built on (CAP_MKNOD)"
 
 
 def _yama(f: HostFacts) -> str | None:
@@ -248,8 +254,16 @@ HOST_CONDITIONS: tuple[HostCondition, ...] = (
         ),
         COLUMNS,
         NA,
-        "not root, so the server gets no private view",
+        "not root, and the kernel refuses a user namespace, so the server gets no private view",
         _no_view,
+    ),
+    HostCondition(
+        "no-device-node",
+        frozenset({"device-note"}),
+        COLUMNS,
+        NA,
+        "not root, so the harness cannot make a device node",
+        _no_mknod,
     ),
     HostCondition(
         "yama-ptrace-scope",
