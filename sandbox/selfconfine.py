@@ -124,6 +124,11 @@ def _kept(caps: frozenset[int]) -> frozenset[int]:
     return caps if os.geteuid() == 0 else frozenset()
 
 
+#: Why a regular user's server without Landlock has no private view.
+CHROOT_WORKERS_NEED_PROC = (
+    "without Landlock a regular user's chroot workers need user namespaces of their own, whose "
+    "maps are written in /proc, which the view shows read-only"
+)
 SYSTEM_LIBRARY_FOLDERS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 #: The server's own top-level packages (the worker imports both).
 OWN_PACKAGES = ("fs_notes", "fs_notes.sandbox")
@@ -524,7 +529,13 @@ def confine_server(
     network: Network = "none" if not connect_ports else "tcp+dns" if connect_names else "tcp"
     host = probe() if unavailable_reason() is not None else None
     by_path = {ws.path: roots[ws.name] for ws in policy.workspaces if roots and ws.name in roots}
-    entered = _enter_view(plan, by_path)
+    if host is not None and os.geteuid() != 0:
+        # No Landlock, a regular user: its chroot workers make user namespaces of their own,
+        # writing their maps in /proc, which the view mounts read-only; so no view (said).
+        entered = View(False, CHROOT_WORKERS_NEED_PROC)
+        log.warning("the server has no private view of the filesystem (%s)", entered.reason)
+    else:
+        entered = _enter_view(plan, by_path)
     seen = entered.to_json()
     # A regular user's server: whether it could have a user namespace (startup.py says so).
     userns = probe_here() if regular_user_without_view(entered.reason) else None
