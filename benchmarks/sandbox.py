@@ -22,8 +22,10 @@ requests: the worker then wakes on a CPU that has been idle, and on this nested-
 host that alone costs ~150 us (caches and TLB are cold after the vCPU halts; pinning both
 processes to one CPU does not help). It is the number to expect inside `serve`.
 The system-call filter's own cost (sandbox/seccomp.py, in every worker and in the server) is
-measured apart, in a child: the same create + unlinkat loop before and after loading the delete
-worker's filter, in batches taking turns, as a ratio (no target: it is reported).
+measured apart, in two children: the same create + unlinkat loop before and after loading the
+delete worker's deny-list program alone (the filter before the allow-lists), then its whole
+filter (deny-list and default-deny allow-list, sandbox/allowed.py), each as a ratio against its
+own child's unfiltered loop (no target: it is reported).
 Exits 1 when a target is missed, 2 when the mode cannot run here.
 """
 
@@ -96,7 +98,7 @@ _FILTER_COST = r"""
 import os, sys, tempfile, time
 from statistics import median
 from fs_notes.sandbox import seccomp
-n, batches = int(sys.argv[1]), int(sys.argv[2])
+n, batches, which = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 d = os.open(tempfile.mkdtemp(), os.O_RDONLY | os.O_DIRECTORY)
 def loop():
     out = []
@@ -107,19 +109,24 @@ def loop():
         out.append((time.perf_counter_ns() - t) / 1000)
     return median(out)
 before = [loop() for _ in range(batches)]
-seccomp.install("delete")
+if which == "deny":  # the first program alone: the deny-list over a default of allow
+    first = seccomp._deny_program(seccomp._library(), seccomp.denied_for("delete"), "none")[0]
+    first.load()
+else:  # the whole filter: the deny-list and the default-deny allow-list (sandbox/allowed.py)
+    seccomp.install("delete")
 after = [loop() for _ in range(batches)]
 print(min(before), min(after))
 """
 
 
-def filter_cost(n: int, batches: int) -> tuple[float, float] | None:
-    """(us per create + unlink without, with the delete worker's filter), best batch each."""
+def filter_cost(n: int, batches: int, which: str) -> tuple[float, float] | None:
+    """(us per create + unlink without, with the delete worker's filter), best batch each;
+    `which`: "deny" (its deny-list program alone) or "all" (deny-list and allow-list)."""
     import subprocess
 
     repo = str(Path(__file__).resolve().parent.parent)
     proc = subprocess.run(
-        [sys.executable, "-c", _FILTER_COST, str(n), str(batches)],
+        [sys.executable, "-c", _FILTER_COST, str(n), str(batches), which],
         capture_output=True, text=True, cwd=repo, timeout=300,
     )  # fmt: skip
     if proc.returncode != 0:
@@ -175,13 +182,14 @@ def main() -> int:
     )
     shown = ", ".join(f"{w:.0f}/{r:.1f}={w / r:.1f}x" for r, _, w in rows)
     print(f"batches (worker us / raw us): {shown}")
-    cost = filter_cost(per, batches)
-    if cost is not None:
-        before, after = cost
-        print(
-            f"seccomp filter: create+unlink {before:.2f} us -> {after:.2f} us with the delete "
-            f"worker's filter ({after / before:.2f}x)"
-        )
+    for which, what in (("deny", "deny-list alone"), ("all", "deny-list + allow-list")):
+        cost = filter_cost(per, batches, which)
+        if cost is not None:
+            before, after = cost
+            print(
+                f"seccomp filter ({what:22}): create+unlink {before:.2f} us -> {after:.2f} us"
+                f" ({after / before:.2f}x)"
+            )
     ok = med <= TARGET_US and ratio <= TARGET_RATIO
     print(f"targets (<= {TARGET_US:.0f} us, <= {TARGET_RATIO:.0f}x): {'met' if ok else 'MISSED'}")
     return 0 if ok else 1

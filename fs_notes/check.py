@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from fs_notes.confirm.boot import boot_id
 from fs_notes.sandbox import seccomp
+from fs_notes.sandbox.allowed import allowed
 from fs_notes.sandbox.errors import NoEnforceableLayer
 from fs_notes.sandbox.probe import probe, select_mode
 
@@ -140,6 +141,8 @@ def report(*, allow_unconfined: bool = False) -> dict[str, Any]:
         # what serve loads (unless --no-self-confine) and what each worker loads
         "server_profile": "server" if host.landlock_enforced else "server-chroot",
         "denied": {p: sorted(seccomp.denied_for(p)) for p in seccomp.PROFILES},
+        # everything else is refused (ENOSYS, and the kernel logs it): sandbox/allowed.py
+        "allowed": {p: sorted(allowed(p)) for p in seccomp.PROFILES},
     }
     return out
 

@@ -71,7 +71,8 @@ def _confinement(done: SelfConfinement | None) -> list[str]:
     lines = [f"the server confined itself: Landlock ABI {done.abi}, {len(done.grants)} rules"]
     if done.seccomp is not None:
         lines.append(f"self-confinement: seccomp profile {done.seccomp.get('profile')}, "
-                     f"{done.seccomp.get('denied')} system calls refused")  # fmt: skip
+                     f"{done.seccomp.get('denied')} system calls refused by name, every call "
+                     f"but {done.seccomp.get('allowed')} refused by default")  # fmt: skip
     if done.view is not None:
         view = done.view
         state = "private" if view.get("enforced") else f"not private ({view.get('reason')})"

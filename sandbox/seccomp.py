@@ -7,7 +7,15 @@ keyrings, and capabilities are independent of it: a confined process running as 
 those with one seccomp filter per process, built with libseccomp (through the `pyseccomp` ctypes
 binding, API-compatible with libseccomp's own Python bindings, which are not on PyPI).
 
+A filter is two programs, loaded together by `install`: the first refuses by name and by argument
+what is written below (`DENIED`, `argument_rules`, ...), with EPERM; the second is the role's
+allow-list (sandbox/allowed.py), refusing everything else with ENOSYS and leaving a kernel audit
+record of each such refusal. The kernel runs both on every call and keeps the more severe
+answer; the second lets every name the first decides through, so the first's EPERM stands.
+
 What it guarantees, once `install(profile)` returns:
+  * Every system call not on `allowed(profile)` (sandbox/allowed.py) and not decided below fails
+    with ENOSYS, and the kernel logs it (type=1326; the process is named `name_of(profile)`).
   * Every system call in `DENIED` (below, with why) fails with EPERM in this process and in
     everything it starts later (filters are inherited across fork and exec and cannot be removed);
     `clone3` fails with ENOSYS, so the C library falls back to `clone`, whose namespace flags are
@@ -46,8 +54,8 @@ What it does NOT guarantee (decided, not overlooked):
     sandbox/selfconfine.py) and the filesystem layer's (fs_notes/fs/).
   * `stat` of an outside path: the private view hides what exists outside (sandbox/view.py,
     as root), the chroot workers' chroot does for them; elsewhere existence can leak.
-  * It is a deny list over a default of ALLOW: a new kernel's new system call that changes
-    metadata is open until it is added here (the newest are listed by number).
+  * The deny-list alone would be a default of ALLOW; what makes it default-deny is the second
+    program: a call nobody listed in sandbox/allowed.py (a new kernel's new one too) is ENOSYS.
   * The server's `execve` stays (it starts its workers by fork and exec of the interpreter, after
     its own confinement); seccomp cannot read the path, so what it may run is Landlock's
     business (the interpreter and its ELF loader only); without Landlock ("server-chroot") the
@@ -63,15 +71,19 @@ What it does NOT guarantee (decided, not overlooked):
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Final, Literal
+from typing import Any, Final
 
-Profile = Literal["server", "server-chroot", "delete", "write"]
+from fs_notes.sandbox.allowed import allowed
+from fs_notes.sandbox.kinds import NETWORKS, PROFILES, Network, Profile
+
 PR_GET_SECCOMP: Final = 21
-PROFILES: Final[tuple[Profile, ...]] = ("server", "server-chroot", "delete", "write")
+PR_SET_NAME: Final = 15
 
 # Syscalls newer than this host's libseccomp may know, by number (the same on every architecture
 # with the unified table: x86_64, aarch64, riscv64).
@@ -166,6 +178,10 @@ EXTRA_DENIED: Final[dict[Profile, dict[str, str]]] = {
         "chroot": "chroot", "unshare": "namespaces",
         "execve": "starting programs", "execveat": "starting programs", "socket": "sockets",
     },
+    "relay": {
+        "chroot": "chroot", "unshare": "namespaces",
+        "execve": "starting programs", "execveat": "starting programs", "socket": "sockets",
+    },
 }  # fmt: skip
 
 CLONE_NAMESPACES: Final = {
@@ -206,14 +222,6 @@ PERSONALITY_QUERY: Final = 0xFFFFFFFF
 PRIO_PROCESS: Final = 0
 IOPRIO_WHO_PROCESS: Final = 1
 
-#: What socket() a server may still call after start-up (a worker: none, its socket() is refused
-#: by name). "none": the server creates no socket (its HTTP listener is made before confinement,
-#: accepted connections come from accept4, the workers' channels and asyncio's wake-up pair from
-#: socketpair, which stays). "tcp": it reaches the replay store (redis-py: AF_INET or AF_INET6,
-#: SOCK_STREAM, protocol 0 or IPPROTO_TCP). "tcp+dns": the store is named by host name, and the
-#: C library's resolver asks DNS over UDP (SOCK_DGRAM, protocol 0) before it connects.
-Network = Literal["none", "tcp", "tcp+dns"]
-NETWORKS: Final[tuple[Network, ...]] = ("none", "tcp", "tcp+dns")
 
 
 @dataclass(frozen=True)
@@ -306,6 +314,7 @@ class Installed:
     unknown: tuple[str, ...]  # names neither libseccomp nor `_BY_NUMBER` knows (not filtered)
     network: Network = "none"  # what socket() may still create (`Network`)
     absent: tuple[str, ...] = ()  # names this architecture does not have (nothing to refuse)
+    allowed: int = 0  # calls the second program lets through (everything else: ENOSYS)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -314,6 +323,7 @@ class Installed:
             "unknown": list(self.unknown),
             "network": self.network,
             "absent": list(self.absent),
+            "allowed": self.allowed,
         }
 
 
@@ -354,27 +364,31 @@ def available() -> str | None:
     return None
 
 
-def install(profile: Profile, network: Network = "none") -> Installed:
-    """Load the filter of `profile` into this process (irreversible); `network`: what socket()
-    may still create (servers only). SeccompUnavailable or OSError if it cannot be loaded: the
-    caller then refuses to go on (fail closed)."""
-    sc = _library()
-    deny = denied_for(profile, network)
+def _number(sc: ModuleType, name: str) -> int:
+    """The native number of `name`: -2 and below if this architecture has no such call, -1 if
+    neither libseccomp nor `_BY_NUMBER` knows it."""
+    number = int(sc.resolve_syscall(sc.Arch.NATIVE, name))
+    if number == -1:
+        number = _BY_NUMBER.get(name, -1)
+    return number
+
+
+def _deny_program(
+    sc: ModuleType, deny: dict[str, str], network: Network
+) -> tuple[Any, int, list[str], list[str]]:
+    """The first program: DENIED and the profile's own refusals by name, the argument rules."""
     flt = sc.SyscallFilter(defaction=sc.ALLOW)
     eperm = sc.ERRNO(errno.EPERM)
     count, unknown, absent = 0, [], []
     for name in sorted(deny):
-        number = int(sc.resolve_syscall(sc.Arch.NATIVE, name))
-        if number < -1:  # libseccomp's pseudo-number: a call this architecture does not have
+        number = _number(sc, name)
+        if number < -1:
             absent.append(name)
-            continue
-        if number < 0:
-            number = _BY_NUMBER.get(name, -1)
-        if number < 0:
+        elif number < 0:
             unknown.append(name)
-            continue
-        flt.add_rule(eperm, number)
-        count += 1
+        else:
+            flt.add_rule(eperm, number)
+            count += 1
     for flag in CLONE_NAMESPACES.values():
         flt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
@@ -385,8 +399,54 @@ def install(profile: Profile, network: Network = "none") -> Installed:
             continue  # refused whatever its arguments
         for mask, value in refused_blocks(rule.allowed, rule.bits):
             flt.add_rule(eperm, rule.syscall, sc.Arg(rule.arg, sc.MASKED_EQ, mask, value))
-    flt.load()
-    return Installed(profile, count, tuple(unknown), network, tuple(absent))
+    return flt, count, unknown, absent
+
+
+def _allow_program(sc: ModuleType, allow: Iterable[str]) -> tuple[Any, int]:
+    """The second program: ENOSYS, logged by the kernel (an audit record), for every call not in
+    `allow`. The kernel runs both programs and keeps the first program's EPERM over this one's
+    ALLOW, so every name the first decides is allowed here."""
+    flt = sc.SyscallFilter(defaction=sc.ERRNO(errno.ENOSYS))
+    flt.set_attr(sc.Attr.CTL_LOG, 1)
+    count = 0
+    for name in sorted(set(allow)):
+        number = _number(sc, name)
+        if number >= 0:
+            flt.add_rule(sc.ALLOW, number)
+            count += 1
+    return flt, count
+
+
+def decided_by_name(profile: Profile, network: Network = "none") -> frozenset[str]:
+    """Every call the second program lets through to the first: the role's allow-list, the calls
+    the first refuses by name, and those it allows for one use only (`argument_rules`). Not
+    clone: the first checks clone's flags, but only a role whose list has it may clone at all."""
+    rules = {rule.syscall for rule in argument_rules(network, 0)}
+    return frozenset(allowed(profile, network)) | frozenset(denied_for(profile, network)) | rules
+
+
+def install(profile: Profile, network: Network = "none", *, name: str | None = None) -> Installed:
+    """Load the filter of `profile` into this process (irreversible); `network`: what socket()
+    may still create (servers only). SeccompUnavailable or OSError if it cannot be loaded: the
+    caller then refuses to go on (fail closed). The process's name becomes `name` (at most 15
+    bytes; by default `name_of(profile)`), which the kernel's audit records of refused calls
+    carry (comm=)."""
+    sc = _library()
+    deny = denied_for(profile, network)
+    first, count, unknown, absent = _deny_program(sc, deny, network)
+    second, allowed_count = _allow_program(sc, decided_by_name(profile, network))
+    from fs_notes.sandbox.process import prctl
+
+    comm = ctypes.create_string_buffer((name or name_of(profile)).encode()[:15])
+    prctl(PR_SET_NAME, ctypes.addressof(comm))
+    first.load()
+    second.load()
+    return Installed(profile, count, tuple(unknown), network, tuple(absent), allowed_count)
+
+
+def name_of(profile: Profile) -> str:
+    """The process name (at most 15 bytes) a filter of `profile` gives its process."""
+    return "fs-notes-server" if profile.startswith("server") else f"fs-notes-{profile}"[:15]
 
 
 def status() -> int:

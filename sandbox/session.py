@@ -24,6 +24,8 @@ Guarantees, when `leave_terminal` returns (in the process that goes on as the se
   drops its own controlling terminal (TIOCNOTTY, which for a process that does not lead its
   session changes nothing for anyone else); the server is killed with its relay
   (PR_SET_PDEATHSIG), so killing the started process ends them all.
+- A relay holds nothing: no capability (as root too) and only the calls of its allow-list
+  (sandbox/allowed.py "relay": wait, pass a signal on, end); it opens, reads and starts nothing.
 
 How: setsid() where the process may (it does not lead its process group), then a fork so that
 the server is not the new session's leader; a shell's job (which leads its process group, where
@@ -86,6 +88,7 @@ def _relay(child: int, alive: int) -> None:
         os.closerange(alive + 1, 1 << 20)
         for sig in RELAYED:
             signal.signal(sig, lambda number, _frame: os.kill(child, number))
+        _hold_nothing()
         while True:
             try:
                 _, status = os.waitpid(child, 0)
@@ -100,9 +103,30 @@ def _relay(child: int, alive: int) -> None:
         os._exit(70)
 
 
+def _hold_nothing() -> None:
+    """The relay sheds every capability (a root server's relay is outside its PID namespace and
+    its view) and loads its own filter (sandbox/allowed.py "relay": wait, pass signals on, end).
+    Where libseccomp cannot be loaded, the server below says so and refuses to start without
+    its own filter (sandbox/selfconfine.py); a filter or a capability that cannot be dropped
+    otherwise ends the relay, and with it the server (fail closed)."""
+    from fs_notes.sandbox import seccomp
+    from fs_notes.sandbox.process import limit_capabilities
+
+    try:
+        limit_capabilities(frozenset())
+        if seccomp.available() is None:
+            seccomp.install("relay")
+    except (OSError, seccomp.SeccompUnavailable) as exc:
+        os.write(2, f"fs-notes: the relay cannot confine itself: {exc}\n".encode())
+        os._exit(70)
+
+
 def behind_relay() -> None:
     """Fork: the child returns (killed if this process dies); this process relays signals to it
     and exits as it does (`_relay`), never returning."""
+    from fs_notes.sandbox import seccomp
+
+    seccomp.available()  # libseccomp loaded now: the child may soon pivot the root away
     sys.stdout.flush()
     sys.stderr.flush()
     alive_r, alive_w = os.pipe()  # the parent holds the write end until it dies

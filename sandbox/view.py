@@ -415,6 +415,9 @@ def enter(
     reason = unavailable_reason()
     if reason is not None:
         return View(False, reason)
+    from fs_notes.sandbox import seccomp
+
+    seccomp.available()  # libseccomp loaded before "/" is replaced: the relay's filter needs it
     binds, layout = _plan(mounts, literals)
     expected_top = sorted(
         {p.split("/")[1] for p in [*layout.made, *layout.bound]}

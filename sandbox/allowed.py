@@ -1,0 +1,224 @@
+"""What each process of fs-notes may call: the allow-lists of its system-call filter, with why.
+
+The filter (sandbox/seccomp.py) is two seccomp programs. The first refuses, with EPERM, the calls
+named in `seccomp.DENIED` and the calls allowed for one use only with any other argument
+(`seccomp.argument_rules`: socket families, prlimit64 on another process, TIOCSTI, ...). The second,
+built from this module, refuses with ENOSYS every call that is not on its role's list below (and
+not decided by the first): a default of deny, so a system call nobody here thought of, or one a
+newer kernel adds, is refused until someone writes it down here with a reason. The kernel keeps an
+audit record (type=1326, SECCOMP) of every call the second program refuses: the operator finds
+them with `journalctl -k` or `dmesg`, and CI fails on any that a test did not make on purpose
+(`.ci/seccomp-log`).
+
+Roles (one profile each, `seccomp.PROFILES`):
+  * "server" / "server-chroot": the server process and its threads, after its own confinement.
+    Its list also covers what its workers do between their start (fork and exec of the
+    interpreter, which inherits the server's filter) and their own filter: loading the
+    interpreter, Landlock, becoming the folder's owner, and for "server-chroot" chroot and
+    unshare (refused by the first program in "server").
+  * "write": the write worker (create and replace a note, from its own filter on).
+  * "delete": the delete worker (remove a note, move a note between folders).
+  * "relay": the process a server is started as, when it goes on below it (sandbox/session.py:
+    the private view's first process, a session of its own): it passes signals on and waits.
+    Its list is not `RUNTIME`: it opens nothing, reads nothing, starts nothing.
+  Reading is done by the server itself (the filesystem layer, fs_notes/fs/, beneath a workspace
+  fd); there is no read worker.
+
+What it guarantees: once `seccomp.install(role)` returns, a call outside `allowed(role)` fails
+(ENOSYS) in that process and in everything it starts later; the lists are the same on every
+architecture, with the names an architecture lacks (x86_64's `open` on aarch64) left out.
+
+What it does NOT guarantee:
+  * Anything about the arguments of an allowed call but those the first program checks: an
+    allowed `openat` may name any path, and which paths it reaches is Landlock's business.
+  * That a call on the list is harmless in every use: each reason says what it is needed for;
+    `prctl`, `fcntl` and `ioctl` stay whole (their dangerous uses are refused by the first
+    program or need a capability the process does not hold).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from fs_notes.sandbox.kinds import Network, Profile
+
+# Every Python process of fs-notes, from its own filter on (the interpreter's running core).
+RUNTIME: Final[dict[str, str]] = {
+    **{
+        n: "memory (the allocator, mapped files)"
+        for n in ("brk", "mmap", "munmap", "mprotect", "mremap", "madvise", "msync")
+    },
+    **{
+        n: "threads and locks (the C library's, the interpreter's GIL)"
+        for n in ("futex", "set_robust_list", "get_robust_list", "rseq", "set_tid_address",
+                  "sched_yield", "sched_getaffinity", "getcpu", "membarrier")
+    },
+    **{
+        n: "signals (the interpreter's handlers, the C library's masks)"
+        for n in ("rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
+                  "rt_sigpending", "rt_sigtimedwait", "rt_sigsuspend", "restart_syscall")
+    },
+    **{
+        n: "clocks and sleeps"
+        for n in ("clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep",
+                  "gettimeofday", "time")
+    },
+    **{
+        n: "who it is (ids, groups, capabilities: reading only)"
+        for n in ("getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid",
+                  "getgroups", "getresuid", "getresgid", "getpgrp", "getpgid", "getsid",
+                  "capget")
+    },
+    **{
+        n: "its own limits and usage (prlimit64 on itself only: seccomp.argument_rules)"
+        for n in ("getrlimit", "prlimit64", "getrusage", "getpriority",
+                  "sched_getparam", "sched_getscheduler")
+    },
+    **{n: "the host's name and size, random bytes" for n in ("uname", "sysinfo", "getrandom")},
+    **{
+        n: "reading and writing open fds"
+        for n in ("read", "write", "readv", "writev", "pread64", "pwrite64", "preadv",
+                  "pwritev", "preadv2", "pwritev2", "lseek", "sendfile", "copy_file_range")
+    },
+    **{
+        n: "managing its fds"
+        for n in ("close", "close_range", "dup", "dup2", "dup3", "fcntl", "pipe", "pipe2",
+                  "eventfd2")
+    },
+    "ioctl": "fd controls (isatty's TCGETS, FIONBIO, FIOCLEX); terminal input and inode "
+             "flags are refused (seccomp.IOCTL_DENIED)",
+    **{
+        n: "waiting on fds (the channels, asyncio's selector)"
+        for n in ("poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1",
+                  "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2")
+    },
+    **{
+        n: "messages on sockets it holds (the workers' channels, asyncio's wake-up pair)"
+        for n in ("sendmsg", "recvmsg", "sendto", "recvfrom", "shutdown", "getsockopt",
+                  "setsockopt", "getsockname", "getpeername", "socketpair")
+    },
+    **{
+        n: "opening and looking up paths (which paths: Landlock and the filesystem layer)"
+        for n in ("openat", "open", "openat2", "newfstatat", "stat", "lstat", "fstat",
+                  "statx", "statfs", "fstatfs", "getdents64", "getdents", "readlink",
+                  "readlinkat", "access", "faccessat", "faccessat2", "getcwd", "chdir",
+                  "fchdir", "umask", "fadvise64")
+    },
+    **{
+        n: "durability and locks of files it writes (SQLite, notes)"
+        for n in ("fsync", "fdatasync", "flock", "ftruncate", "fallocate")
+    },
+    "prctl": "its own name, parent-death signal, no_new_privs, seccomp state and capability "
+             "bounding set (each only restricts it, or reads)",
+    "seccomp": "stacking a filter on itself (a filter can only take rights away)",
+    **{n: "ending" for n in ("exit", "exit_group")},
+}  # fmt: skip
+
+#: The server, after its own confinement (and each worker until its own filter is in force).
+SERVER: Final[dict[str, str]] = {
+    **{
+        n: "starting its threads and workers (namespace flags refused: seccomp.CLONE_NAMESPACES; "
+        "clone3 answers ENOSYS, so the C library uses clone)"
+        for n in ("clone", "clone3", "vfork")
+    },
+    "execve": "starting its workers (the interpreter: what it may run is Landlock's business)",
+    **{n: "reaping its workers" for n in ("wait4", "waitid")},
+    "setsid": "a worker's session of its own, between fork and exec (no controlling terminal)",
+    **{
+        n: "stopping its workers (signals cannot leave its Landlock domain)"
+        for n in ("kill", "tgkill")
+    },
+    **{
+        n: "the live notes: which folders changed (fs_notes/fs/watch.py)"
+        for n in ("inotify_init1", "inotify_add_watch", "inotify_rm_watch")
+    },
+    **{
+        n: "the replay database's journal and its folder (SQLite's -wal, -shm, -journal)"
+        for n in ("unlink", "unlinkat", "rename", "renameat", "mkdir", "mkdirat")
+    },
+    **{
+        n: "serving HTTP on the socket made before confinement"
+        for n in ("accept", "accept4", "listen", "bind")
+    },
+    **{
+        n: "reaching the replay store (socket() only TCP: seccomp.argument_rules)"
+        for n in ("socket", "connect", "sendmmsg", "recvmmsg")
+    },
+    # a worker between its exec and its own filter, under the server's (sandbox/worker.py)
+    "arch_prctl": "a worker's start: the dynamic loader's thread pointer (x86_64)",
+    **{
+        n: "a worker's own Landlock domain, nested in the server's"
+        for n in ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self")
+    },
+    **{
+        n: "a worker becoming the folder's owner and shedding capabilities (as root)"
+        for n in ("capset", "setresuid", "setresgid", "setuid", "setgid", "setgroups")
+    },
+    "renameat2": "a worker moving a note (sandbox/worker.py), before its own filter",
+}  # fmt: skip
+
+#: The server without Landlock: its chroot workers need these before their own filter.
+SERVER_CHROOT: Final[dict[str, str]] = {
+    "chroot": "a chroot worker's chroot into its workspace (sandbox/chroot.py)",
+    "unshare": "a regular user's chroot worker's user namespace (sandbox/chroot.py)",
+}
+
+#: The write worker: create a note, replace one (temp file, fsync, renameat, fsync the folder).
+WRITE: Final[dict[str, str]] = {
+    **{
+        n: "replacing a note: its temp file renamed over it, or removed on failure"
+        for n in ("renameat", "rename", "renameat2", "unlinkat", "unlink")
+    },
+    **{n: "creating a note's folders" for n in ("mkdirat", "mkdir")},
+}
+
+#: The delete worker: remove a note, move one between folders (renameat2 RENAME_NOREPLACE).
+DELETE: Final[dict[str, str]] = {
+    **{n: "removing a note" for n in ("unlinkat", "unlink")},
+    "renameat2": "moving a note (fs_notes/fs/rename.py: RENAME_NOREPLACE only)",
+    **{n: "creating a moved note's folders" for n in ("mkdirat", "mkdir")},
+}
+
+
+#: The relay: signals passed on to the server below it, its exit awaited (sandbox/session.py).
+RELAY: Final[dict[str, str]] = {
+    **{n: "waiting for the server" for n in ("wait4", "waitid")},
+    "kill": "passing a signal on to the server (SIGTERM, SIGINT, SIGHUP, SIGQUIT)",
+    **{
+        n: "its signal handlers (the interpreter's, which run the relaying code)"
+        for n in ("rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
+                  "restart_syscall")
+    },
+    **{
+        n: "memory and locks of the interpreter running the handler"
+        for n in ("brk", "mmap", "munmap", "mremap", "madvise", "mprotect", "futex")
+    },
+    **{n: "who it is" for n in ("getpid", "gettid", "getppid")},
+    "write": "saying on stderr why it gave up",
+    "close": "closing what it no longer needs",
+    **{n: "ending as the server did" for n in ("exit", "exit_group")},
+}  # fmt: skip
+
+
+def allowed(profile: Profile, network: Network = "none") -> dict[str, str]:
+    """Every call `profile` may make (besides those the first program decides), with why."""
+    out = dict(RUNTIME)
+    if profile in ("server", "server-chroot"):
+        out.update(SERVER)
+        if network == "none":
+            for name in ("socket", "connect", "sendmmsg", "recvmmsg"):
+                del out[name]
+        if profile == "server-chroot":
+            out.update(SERVER_CHROOT)
+    elif profile == "write":
+        out.update(WRITE)
+    elif profile == "delete":
+        out.update(DELETE)
+    elif profile == "relay":
+        return dict(RELAY)
+    else:
+        raise ValueError(f"unknown seccomp profile {profile!r}")
+    return out
+
+
+__all__ = ["DELETE", "RELAY", "RUNTIME", "SERVER", "SERVER_CHROOT", "WRITE", "allowed"]

@@ -1,0 +1,214 @@
+"""The allow-lists (sandbox/allowed.py): per role, calls a default-allow filter lets through are
+refused; the calls each role needs are on its list, with a reason.
+
+Each attack runs in a subprocess that loads the role's filter and then names itself
+`fs-notes-probe`, so CI's logging pass (.ci/seccomp-log) knows the refusals it causes were made on
+purpose. Every call is made with arguments under which, if the filter let it through, the kernel
+would refuse it for a reason of its own (EINVAL, EBADF, ESRCH, ...) and change nothing: the
+positive control runs the same calls without a filter and requires exactly that (never ENOSYS),
+so ENOSYS under the filter can only be the filter's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_sandbox_seccomp import _require_seccomp
+from wire import REPO, child_env
+
+from fs_notes.sandbox import allowed, seccomp
+from fs_notes.sandbox.kinds import PROFILES
+
+#: name -> arguments under which the call, if it ran, fails harmlessly (x86_64 and aarch64).
+HARMLESS: dict[str, tuple[int, ...]] = {
+    "syslog": (0xFFFF, 0, 0),  # an unknown action: EINVAL (reads the kernel's log otherwise)
+    "sethostname": (0, 1 << 20),  # a name longer than any: EINVAL
+    "setdomainname": (0, 1 << 20),
+    "name_to_handle_at": (-1, 0, 0, 0, 0xFFFF),  # a file handle, past Landlock: EBADF or EINVAL
+    "fanotify_init": (0xFFFFFFFF, 0),  # every flag: EINVAL (watches a whole mount otherwise)
+    "io_setup": (0, 0),  # AIO, a second way around the syscalls: EINVAL for 0 events
+    "pidfd_open": (-1, 0),  # a handle on another process: EINVAL
+    "pidfd_send_signal": (-1, 0, 0, 0),  # EBADF
+    "mlockall": (0,),  # pinning memory: EINVAL without a flag
+    "timer_create": (-1, 0, 0),  # EINVAL for clock -1
+    "process_madvise": (-1, 0, 0, 0, 0),  # another process's memory: EBADF
+    "vmsplice": (-1, 0, 0, 0),  # EBADF
+    "inotify_init1": (0xFFFFFFFF,),  # EINVAL (a worker watches nothing)
+    "kill": (0x3FFFFFFF, 0),  # a pid no process has: ESRCH (a worker signals nobody)
+    "wait4": (0x3FFFFFFF, 0, 0, 0),  # ECHILD (a worker starts nobody)
+    "setitimer": (99, 0, 0),  # EINVAL
+    "listen": (-1, 0),  # EBADF (a worker serves its channel only)
+}
+
+#: per role: ten or more calls that only the allow-list refuses (none of them in seccomp.DENIED).
+REFUSED_BY_DEFAULT: dict[str, tuple[str, ...]] = {
+    "server": (
+        "syslog", "sethostname", "setdomainname", "name_to_handle_at", "fanotify_init",
+        "io_setup", "pidfd_open", "pidfd_send_signal", "mlockall", "timer_create",
+        "process_madvise", "vmsplice", "setitimer",
+    ),
+    "write": (
+        "syslog", "sethostname", "name_to_handle_at", "fanotify_init", "io_setup",
+        "pidfd_open", "mlockall", "timer_create", "inotify_init1", "kill", "wait4", "listen",
+    ),
+    "delete": (
+        "syslog", "sethostname", "name_to_handle_at", "fanotify_init", "io_setup",
+        "pidfd_open", "mlockall", "timer_create", "inotify_init1", "kill", "wait4", "listen",
+    ),
+}  # fmt: skip
+REFUSED_BY_DEFAULT["server-chroot"] = REFUSED_BY_DEFAULT["server"]
+REFUSED_BY_DEFAULT["relay"] = (*REFUSED_BY_DEFAULT["write"][:9], "listen", "vmsplice", "setitimer")
+
+PROBE = """
+import ctypes, errno, json, sys
+import pyseccomp
+from fs_notes.sandbox import seccomp
+role, calls = sys.argv[1], json.loads(sys.argv[2])
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+if role != "none":
+    seccomp.install(role, name="fs-notes-probe")  # .ci/seccomp-log: refusals on purpose
+out = {}
+for call, args in calls.items():
+    number = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, call)
+    ctypes.set_errno(0)
+    result = libc.syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
+    out[call] = errno.errorcode.get(ctypes.get_errno(), "ok") if result == -1 else "ran"
+getpid = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "getpid")
+out["getpid"] = "ok" if libc.syscall(ctypes.c_long(getpid)) > 0 else "?"
+print(json.dumps(out))
+"""
+
+
+def _probe(role: str, calls: list[str]) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(PROBE), role,
+         json.dumps({c: HARMLESS[c] for c in calls})],
+        capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize("role", PROFILES)
+def test_ten_calls_a_default_allow_filter_lets_through_are_refused_in_each_role(role: str) -> None:
+    _require_seccomp()
+    calls = list(REFUSED_BY_DEFAULT[role])
+    assert len(calls) >= 10
+    # only the allow-list can refuse these: none is denied by name or on its list
+    assert not set(calls) & set(seccomp.denied_for(role))  # type: ignore[arg-type]
+    assert not set(calls) & set(allowed.allowed(role))  # type: ignore[arg-type]
+    unfiltered = _probe("none", calls)  # positive control: each call exists and fails harmlessly
+    assert all(unfiltered[c] not in ("ENOSYS", "ran", "ok") for c in calls), unfiltered
+    filtered = _probe(role, calls)
+    assert {c: filtered[c] for c in calls} == {c: "ENOSYS" for c in calls}
+    assert filtered["getpid"] == "ok"  # what is on the list still runs
+
+
+def test_the_deny_list_still_answers_eperm_under_the_allow_list() -> None:
+    # The kernel runs both programs and keeps the most severe answer; two errnos tie and the
+    # newest program's wins, so the allow program lets every denied name through to the first.
+    _require_seccomp()
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent("""
+            import ctypes, errno, json, os
+            from fs_notes.sandbox import seccomp
+            libc = ctypes.CDLL(None, use_errno=True)
+            seccomp.install("write")
+            out = {}
+            for name, call in (("chmod", lambda: os.chmod("/", 0o755)),
+                               ("msgget", lambda: libc.syscall(68, 1234, 0))):
+                ctypes.set_errno(0)
+                try:
+                    r = call()
+                    out[name] = errno.errorcode.get(ctypes.get_errno(), "ok") if r == -1 else "ok"
+                except OSError as exc:
+                    out[name] = errno.errorcode[exc.errno]
+            print(json.dumps(out))
+        """)],
+        capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"chmod": "EPERM", "msgget": "EPERM"}
+
+
+def test_every_allowed_call_has_a_reason_and_a_name_the_kernel_knows() -> None:
+    _require_seccomp()
+    import pyseccomp
+
+    for role in PROFILES:
+        table = allowed.allowed(role)
+        assert all(isinstance(why, str) and len(why) > 5 for why in table.values()), role
+        for name in table:
+            number = int(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name))
+            assert number != -1, f"{role}: {name} is no system call libseccomp knows"
+
+
+def test_the_workers_lists_are_narrower_than_the_servers() -> None:
+    server = set(allowed.allowed("server"))
+    for role in ("write", "delete"):
+        mine = set(allowed.allowed(role))
+        # a worker starts nothing, signals nobody, listens nowhere, watches nothing
+        assert not mine & {"clone", "clone3", "vfork", "execve", "kill", "tgkill", "wait4",
+                           "socket", "connect", "accept4", "listen", "bind", "inotify_init1",
+                           "setresuid", "capset", "landlock_restrict_self", "chroot"}  # fmt: skip
+        assert mine - server <= {"renameat2"} | set(allowed.WRITE) | set(allowed.DELETE)
+    assert "socket" not in allowed.allowed("server", "none")  # stdio, no store: no socket()
+    assert "socket" in allowed.allowed("server", "tcp")
+    assert {"chroot", "unshare"} <= set(allowed.allowed("server-chroot"))
+    assert not {"chroot", "unshare"} & server
+    with pytest.raises(ValueError):
+        allowed.allowed("nope")  # type: ignore[arg-type]
+
+
+RELAYED = """
+import os, sys, time
+from fs_notes.sandbox.session import behind_relay
+behind_relay()
+print(os.getpid(), flush=True)
+time.sleep(60)
+"""
+
+
+def _status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+
+
+def test_the_relay_holds_no_capability_and_may_only_wait_signal_and_end() -> None:
+    _require_seccomp()
+    relay = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(RELAYED)],
+        stdout=subprocess.PIPE, text=True, cwd=REPO, env=child_env(),
+    )  # fmt: skip
+    try:
+        assert relay.stdout is not None
+        server = int(relay.stdout.readline())
+        for _ in range(200):  # the relay confines itself just after the fork
+            if _status(relay.pid)["Seccomp"] == "2":
+                break
+            time.sleep(0.02)
+        mine, below = _status(relay.pid), _status(server)
+        assert Path(f"/proc/{relay.pid}/comm").read_text() == "fs-notes-relay\n"
+        assert mine["Seccomp"] == "2" and mine["NoNewPrivs"] == "1"
+        assert (mine["CapEff"], mine["CapPrm"], mine["CapBnd"]) == ("0" * 16,) * 3
+        # positive control: the process below it (not yet confined here) keeps what it had
+        assert below["CapBnd"] == _status(os.getpid())["CapBnd"]
+        relay.send_signal(signal.SIGTERM)  # passed on: the server ends, the relay as it did
+        assert relay.wait(timeout=30) == 128 + signal.SIGTERM
+        assert not Path(f"/proc/{server}").exists()  # reaped by the relay before it ended
+    finally:
+        relay.kill()
+        relay.wait()
+        if relay.stdout is not None:
+            relay.stdout.close()
