@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from layers import status_field
 from test_sandbox_seccomp import _require_seccomp
 from wire import REPO, child_env
 
@@ -180,11 +181,6 @@ time.sleep(60)
 """
 
 
-def _status(pid: int) -> dict[str, str]:
-    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
-
-
 def test_the_relay_holds_no_capability_and_may_only_wait_signal_and_end() -> None:
     _require_seccomp()
     relay = subprocess.Popen(
@@ -195,15 +191,16 @@ def test_the_relay_holds_no_capability_and_may_only_wait_signal_and_end() -> Non
         assert relay.stdout is not None
         server = int(relay.stdout.readline())
         for _ in range(200):  # the relay confines itself just after the fork
-            if _status(relay.pid)["Seccomp"] == "2":
+            if status_field(relay.pid, "Seccomp") == "2":
                 break
             time.sleep(0.02)
-        mine, below = _status(relay.pid), _status(server)
         assert Path(f"/proc/{relay.pid}/comm").read_text() == "fs-notes-relay\n"
-        assert mine["Seccomp"] == "2" and mine["NoNewPrivs"] == "1"
-        assert (mine["CapEff"], mine["CapPrm"], mine["CapBnd"]) == ("0" * 16,) * 3
+        assert status_field(relay.pid, "Seccomp") == "2"
+        assert status_field(relay.pid, "NoNewPrivs") == "1"
+        caps = [status_field(relay.pid, cap) for cap in ("CapEff", "CapPrm", "CapBnd")]
+        assert caps == ["0" * 16] * 3
         # positive control: the process below it (not yet confined here) keeps what it had
-        assert below["CapBnd"] == _status(os.getpid())["CapBnd"]
+        assert status_field(server, "CapBnd") == status_field(os.getpid(), "CapBnd")
         relay.send_signal(signal.SIGTERM)  # passed on: the server ends, the relay as it did
         assert relay.wait(timeout=30) == 128 + signal.SIGTERM
         assert not Path(f"/proc/{server}").exists()  # reaped by the relay before it ended
