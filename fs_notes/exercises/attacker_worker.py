@@ -35,7 +35,11 @@ def _act(request: dict[str, Any]) -> bytes:
     op, path, dir_fd = request.get("op"), request.get("path", ""), request.get("dir_fd")
     if op == "attack":  # the compromised-worker class: attacker code after confinement
         result = compromised.attack(
-            str(request["attack"]), path, str(request["planted"]), int(request["victim"])
+            str(request["attack"]),
+            path,
+            str(request["planted"]),
+            int(request["victim"]),
+            str(request.get("aim", "")),
         )
         return OK_FRAME if result == "ok" else os_error_frame(getattr(errno, result, 0))
     if op == "sleep":

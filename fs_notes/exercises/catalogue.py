@@ -536,6 +536,12 @@ _DOES = {
     "ptrace": "attaches to another process with ptrace",
     "rename-out": "moves the workspace's note.md out, to outside/planted",
     "rename-in": "moves outside/secret.md into the workspace",
+    "connect-unix": "connects to a named UNIX socket listening outside (a session bus, an agent)",
+    "mptcp": "connects with MPTCP to a TCP port listening on 127.0.0.1",
+    "kill": "kills another process (SIGKILL)",
+    "prlimit": "changes another process's open-file limit (prlimit64)",
+    "memfd-exec": "runs a program it wrote to a memfd",
+    "sysv-shm": "attaches and reads a SysV shared-memory segment an outside process keeps",
 }
 ATTACKS += tuple(
     Attack(

@@ -128,7 +128,8 @@ EXPECTED: dict[str, tuple[str, str, str, str]] = {
 # exists outside, Landlock's scoping and hidepid for other processes); without it, it escapes.
 _COMPROMISED_OPS = (
     "chmod", "chown", "utime", "setxattr", "link", "mknod", "unlink", "read", "stat", "environ",
-    "rename-out", "rename-in",
+    "rename-out", "rename-in", "connect-unix", "mptcp", "kill", "prlimit", "memfd-exec",
+    "sysv-shm",
 )  # fmt: skip
 EXPECTED.update(
     {

@@ -83,12 +83,12 @@ class RawWorker(ConfinedWorker):
         its workspace), with no resolution checks (added 2026-12-01)."""
         self._raw({"op": "rename", "path": path, "other": other}, timeout)
 
-    def attack(self, op: str, target: str, planted: str, victim: int) -> str:
+    def attack(self, op: str, target: str, planted: str, victim: int, aim: str = "") -> str:
         """Attacker code in the confined worker (`compromised.attack`): "ok" or the errno name."""
         try:
             self._raw(
                 {"op": "attack", "attack": op, "path": target, "planted": planted,
-                 "victim": victim},
+                 "victim": victim, "aim": aim},
                 5.0,
             )  # fmt: skip
         except OsRefused as exc:

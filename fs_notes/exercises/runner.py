@@ -38,6 +38,7 @@ from typing import Any
 from fs_notes.sandbox.view import unavailable_reason as view_unavailable
 
 from . import shown
+from .aims import Aims
 from .catalogue import ATTACKS, Attack
 from .client import TargetClient, TargetFailed, meta
 from .compromised import learned, traced_by
@@ -294,6 +295,7 @@ class _Column:
             "target": "{root}/outside/secret.md",
             "planted": "{root}/outside/planted",
             "victim": "{victim}",
+            "aim": "{aim}",
             "workspace": "{wsname}",
         }
         response = self._send(Request(COMPROMISED_METHOD, params), names, run)
@@ -376,6 +378,9 @@ class _Column:
             victim = subprocess.Popen(["sleep", "60"], env=env)
             names["victim"] = str(victim.pid)
             _until_exec_done(victim.pid)
+            op = next(s.op for s in attack.steps if isinstance(s, Compromised))
+            aims = Aims(op, self.secret, victim)
+            names["aim"] = aims.aim
         try:
             for step in attack.steps:
                 if isinstance(step, Compromised):
@@ -395,6 +400,8 @@ class _Column:
             return Outcome("n/a", why=self.failed, requests=len(run.responses))
         finally:
             if victim is not None:
+                run.harm += aims.harm()
+                aims.close()
                 tracer = traced_by(victim.pid)
                 if tracer:
                     run.harm.append(f"the victim process {victim.pid} was traced by {tracer}")

@@ -139,12 +139,13 @@ class _Attackers:
     def handle(self, params: dict[str, Any]) -> dict[str, Any]:
         where, op = str(params["where"]), str(params["op"])
         target, planted, victim = str(params["target"]), str(params["planted"]), params["victim"]
+        aim = str(params.get("aim", ""))
         if where == "server" or self._knockout == "os":
-            result = attack(op, target, planted, int(victim))
+            result = attack(op, target, planted, int(victim), aim)
         else:
             kind: Literal["delete", "write"] = "delete" if where == "delete" else "write"
             worker = self._worker(str(params["workspace"]), kind)
-            result = worker.attack(op, target, planted, int(victim))
+            result = worker.attack(op, target, planted, int(victim), aim)
         if refused(result):
             self._trace.record("os", f"{op} in the {where} process refused ({result})")
         return {"result": result}
