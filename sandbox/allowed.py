@@ -31,9 +31,9 @@ architecture, with the names an architecture lacks (x86_64's `open` on aarch64) 
 What it does NOT guarantee:
   * Anything about the arguments of an allowed call but those the first program checks: an
     allowed `openat` may name any path, and which paths it reaches is Landlock's business.
-  * That a call on the list is harmless in every use: each reason says what it is needed for;
-    `prctl`, `fcntl` and `ioctl` stay whole (their dangerous uses are refused by the first
-    program or need a capability the process does not hold).
+  * That a call on the list is harmless in every use: each reason says what it is needed for.
+    `ioctl`, `fcntl` and `prctl` are allowed only with the commands in `COMMANDS` (each with
+    why); a command on those lists is allowed on any fd, and its other arguments are not read.
 """
 
 from __future__ import annotations
@@ -82,11 +82,10 @@ RUNTIME: Final[dict[str, str]] = {
     },
     **{
         n: "managing its fds"
-        for n in ("close", "close_range", "dup", "dup2", "dup3", "fcntl", "pipe", "pipe2",
-                  "eventfd2")
+        for n in ("close", "close_range", "dup", "dup2", "dup3", "pipe", "pipe2", "eventfd2")
     },
-    "ioctl": "fd controls (isatty's TCGETS, FIONBIO, FIOCLEX); terminal input and inode "
-             "flags are refused (seccomp.IOCTL_DENIED)",
+    "fcntl": "fd flags, duplicates and SQLite's record locks (the commands: COMMANDS)",
+    "ioctl": "fd controls: isatty, non-blocking, close-on-exec (the commands: COMMANDS)",
     **{
         n: "waiting on fds (the channels, asyncio's selector)"
         for n in ("poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1",
@@ -108,8 +107,8 @@ RUNTIME: Final[dict[str, str]] = {
         n: "durability and locks of files it writes (SQLite, notes)"
         for n in ("fsync", "fdatasync", "flock", "ftruncate", "fallocate")
     },
-    "prctl": "its own name, parent-death signal, no_new_privs, seccomp state and capability "
-             "bounding set (each only restricts it, or reads)",
+    "prctl": "its own name, parent-death signal, no_new_privs, seccomp state and capabilities "
+             "(the commands: COMMANDS; each only restricts it, or reads)",
     "seccomp": "stacking a filter on itself (a filter can only take rights away)",
     **{n: "ending" for n in ("exit", "exit_group")},
 }  # fmt: skip
@@ -200,6 +199,58 @@ RELAY: Final[dict[str, str]] = {
 }  # fmt: skip
 
 
+#: Which argument of a call in `COMMANDS` names the command (the kernel reads its low 32 bits).
+COMMAND_ARG: Final[dict[str, int]] = {"ioctl": 1, "fcntl": 1, "prctl": 0}
+
+#: The only commands `ioctl`, `fcntl` and `prctl` may be given, in every role that has the call
+#: (any other: ENOSYS, logged, as for a call not on the list). Not there, among others: ioctl's
+#: TIOCSTI and TIOCLINUX (bytes into a terminal's input: refused with EPERM by the first
+#: program), TIOCSCTTY (taking a terminal), TIOCSPGRP, the inode flags (FS_IOC_SETFLAGS: chattr);
+#: fcntl's F_SETOWN and F_SETSIG (signals sent to a process it names), F_SETLEASE, F_NOTIFY;
+#: prctl's PR_SET_DUMPABLE, PR_SET_MM (rewriting its own memory map's fields), PR_SET_PTRACER,
+#: PR_SET_CHILD_SUBREAPER, PR_SET_IO_FLUSHER, PR_SET_SPECULATION_CTRL.
+COMMANDS: Final[dict[str, dict[int, str]]] = {
+    "ioctl": {
+        0x5401: "TCGETS: isatty() (Python's open() of every file, the C library's stdio)",
+        0x5413: "TIOCGWINSZ: the terminal's size (os.get_terminal_size, for messages)",
+        0x541B: "FIONREAD: bytes waiting on a socket or pipe (asyncio, subprocess)",
+        0x5421: "FIONBIO: a socket made non-blocking (socket.setblocking)",
+        0x5422: "TIOCNOTTY: giving up a controlling terminal (sandbox/session.py)",
+        0x5450: "FIONCLEX: an fd made inheritable (os.set_inheritable)",
+        0x5451: "FIOCLEX: an fd made close-on-exec (os.set_inheritable)",
+    },
+    "fcntl": {
+        0: "F_DUPFD: a duplicate at or above a number",
+        1030: "F_DUPFD_CLOEXEC: a duplicate at or above a number, close-on-exec",
+        1: "F_GETFD: is it close-on-exec",
+        2: "F_SETFD: close-on-exec on or off",
+        3: "F_GETFL: its status flags (os.get_blocking)",
+        4: "F_SETFL: O_NONBLOCK on or off (os.set_blocking, asyncio)",
+        5: "F_GETLK: who holds a record lock (SQLite, fs_notes/statefolder.py)",
+        6: "F_SETLK: a record lock (SQLite)",
+        7: "F_SETLKW: a record lock, waiting (SQLite)",
+        36: "F_OFD_GETLK: an open file's record lock, read",
+        37: "F_OFD_SETLK: an open file's record lock",
+        38: "F_OFD_SETLKW: an open file's record lock, waiting",
+    },
+    "prctl": {
+        1: "PR_SET_PDEATHSIG: killed when its parent dies",
+        15: "PR_SET_NAME: its name (the kernel's audit records carry it)",
+        16: "PR_GET_NAME: its name, read",
+        21: "PR_GET_SECCOMP: its filter's state, read",
+        22: "PR_SET_SECCOMP: a filter stacked on itself (libseccomp may load through it)",
+        23: "PR_CAPBSET_READ: its capability bounding set, read",
+        24: "PR_CAPBSET_DROP: a capability dropped from its bounding set",
+        27: "PR_GET_SECUREBITS: its securebits, read",
+        28: "PR_SET_SECUREBITS: securebits locked (no root privileges after exec)",
+        38: "PR_SET_NO_NEW_PRIVS: no privileges gained by exec",
+        39: "PR_GET_NO_NEW_PRIVS: read",
+        47: "PR_CAP_AMBIENT: its ambient capabilities read or cleared",
+        0x53564D41: "PR_SET_VMA: the C library naming its own mappings (glibc 2.39 and later)",
+    },
+}
+
+
 def allowed(profile: Profile, network: Network = "none") -> dict[str, str]:
     """Every call `profile` may make (besides those the first program decides), with why."""
     out = dict(RUNTIME)
@@ -221,4 +272,14 @@ def allowed(profile: Profile, network: Network = "none") -> dict[str, str]:
     return out
 
 
-__all__ = ["DELETE", "RELAY", "RUNTIME", "SERVER", "SERVER_CHROOT", "WRITE", "allowed"]
+__all__ = [
+    "COMMANDS",
+    "COMMAND_ARG",
+    "DELETE",
+    "RELAY",
+    "RUNTIME",
+    "SERVER",
+    "SERVER_CHROOT",
+    "WRITE",
+    "allowed",
+]

@@ -79,7 +79,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final
 
-from fs_notes.sandbox.allowed import allowed
+from fs_notes.sandbox.allowed import COMMAND_ARG, COMMANDS, allowed
 from fs_notes.sandbox.kinds import NETWORKS, PROFILES, Network, Profile
 
 PR_GET_SECCOMP: Final = 21
@@ -404,16 +404,27 @@ def _deny_program(
 
 def _allow_program(sc: ModuleType, allow: Iterable[str]) -> tuple[Any, int]:
     """The second program: ENOSYS, logged by the kernel (an audit record), for every call not in
-    `allow`. The kernel runs both programs and keeps the first program's EPERM over this one's
-    ALLOW, so every name the first decides is allowed here."""
+    `allow`, and for `ioctl`, `fcntl` and `prctl` with a command not in `allowed.COMMANDS`. The
+    kernel runs both programs and keeps the first program's EPERM over this one's ALLOW, so
+    every name the first decides is allowed here (and every ioctl it refuses: of two ERRNO
+    answers the newer program's would stand, and TIOCSTI is an EPERM)."""
     flt = sc.SyscallFilter(defaction=sc.ERRNO(errno.ENOSYS))
     flt.set_attr(sc.Attr.CTL_LOG, 1)
     count = 0
     for name in sorted(set(allow)):
         number = _number(sc, name)
-        if number >= 0:
+        if number < 0:
+            continue
+        count += 1
+        if name not in COMMANDS:
             flt.add_rule(sc.ALLOW, number)
-            count += 1
+            continue
+        values = set(COMMANDS[name])
+        if name == "ioctl":
+            values |= set(IOCTL_DENIED.values())
+        arg = COMMAND_ARG[name]
+        for value in sorted(values):
+            flt.add_rule(sc.ALLOW, number, sc.Arg(arg, sc.MASKED_EQ, 0xFFFFFFFF, value))
     return flt, count
 
 

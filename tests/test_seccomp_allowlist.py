@@ -27,6 +27,7 @@ from test_sandbox_seccomp import _require_seccomp
 from wire import REPO, child_env
 
 from fs_notes.sandbox import allowed, seccomp
+from fs_notes.sandbox.allowed import COMMAND_ARG
 from fs_notes.sandbox.kinds import PROFILES
 
 #: name -> arguments under which the call, if it ran, fails harmlessly (x86_64 and aarch64).
@@ -73,27 +74,30 @@ PROBE = """
 import ctypes, errno, json, sys
 import pyseccomp
 from fs_notes.sandbox import seccomp
-role, calls = sys.argv[1], json.loads(sys.argv[2])
+role, calls = sys.argv[1], json.loads(sys.argv[2])  # label -> [call, args]
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 if role != "none":
     seccomp.install(role, name="fs-notes-probe")  # .ci/seccomp-log: refusals on purpose
 out = {}
-for call, args in calls.items():
+for label, (call, args) in calls.items():
     number = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, call)
     ctypes.set_errno(0)
     result = libc.syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
-    out[call] = errno.errorcode.get(ctypes.get_errno(), "ok") if result == -1 else "ran"
+    out[label] = errno.errorcode.get(ctypes.get_errno(), "ok") if result == -1 else "ran"
 getpid = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "getpid")
 out["getpid"] = "ok" if libc.syscall(ctypes.c_long(getpid)) > 0 else "?"
 print(json.dumps(out))
 """
 
 
-def _probe(role: str, calls: list[str]) -> dict[str, Any]:
+def _probe(role: str, calls: list[str] | dict[str, tuple[str, tuple[int, ...]]]) -> dict[str, Any]:
+    """Each call's outcome in a process under `role`'s filter ("none": no filter); `calls` names
+    calls of HARMLESS, or maps a label to a call and its arguments."""
+    if isinstance(calls, list):
+        calls = {c: (c, HARMLESS[c]) for c in calls}
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(PROBE), role,
-         json.dumps({c: HARMLESS[c] for c in calls})],
+        [sys.executable, "-c", textwrap.dedent(PROBE), role, json.dumps(calls)],
         capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -114,6 +118,60 @@ def test_ten_calls_a_default_allow_filter_lets_through_are_refused_in_each_role(
     filtered = _probe(role, calls)
     assert {c: filtered[c] for c in calls} == {c: "ENOSYS" for c in calls}
     assert filtered["getpid"] == "ok"  # what is on the list still runs
+
+
+#: label -> (call, arguments): commands of ioctl, fcntl and prctl not in allowed.COMMANDS, each
+#: failing harmlessly if let through (fd -1: EBADF; an unknown sub-option or value: EINVAL).
+REFUSED_COMMANDS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "ioctl TIOCSCTTY": ("ioctl", (-1, 0x540E, 0)),  # taking a terminal as its controlling one
+    "ioctl TIOCSPGRP": ("ioctl", (-1, 0x5410, 0)),  # the terminal's foreground group
+    "ioctl FS_IOC_GETFLAGS": ("ioctl", (-1, 0x80086601, 0)),
+    "fcntl F_SETOWN": ("fcntl", (-1, 8, 1)),  # SIGIO sent to a process it names
+    "fcntl F_SETSIG": ("fcntl", (-1, 10, 9)),
+    "fcntl F_SETLEASE": ("fcntl", (-1, 1024, 0)),
+    "fcntl F_NOTIFY": ("fcntl", (-1, 1026, 0)),
+    "prctl PR_SET_DUMPABLE": ("prctl", (4, 7, 0, 0, 0)),  # 7: no such value, EINVAL
+    "prctl PR_SET_MM": ("prctl", (35, 0xFFFF, 0, 0, 0)),  # no such field: EINVAL or EPERM
+    "prctl PR_SET_CHILD_SUBREAPER": ("prctl", (36, 0, 1, 0, 0)),  # arg3 set: EINVAL
+    "prctl PR_SET_PTRACER": ("prctl", (0x59616D61, 0x3FFFFFFF, 0, 0, 0)),  # no such pid
+}
+
+#: label -> (call, arguments, what it answers under every filter that has the call).
+ALLOWED_COMMANDS: dict[str, tuple[str, tuple[int, ...], str]] = {
+    "ioctl TCGETS": ("ioctl", (-1, 0x5401, 0), "EBADF"),  # isatty: runs, on no fd
+    "ioctl TCGETS, high bits set": ("ioctl", (-1, 0x1_0000_5401, 0), "EBADF"),
+    "ioctl TIOCSTI": ("ioctl", (-1, 0x5412, 0), "EPERM"),  # the first program's refusal stands
+    "ioctl TIOCSTI, high bits set": ("ioctl", (-1, 0x7_0000_5412, 0), "EPERM"),
+    "fcntl F_GETFD": ("fcntl", (-1, 1, 0), "EBADF"),
+    "fcntl F_SETLK": ("fcntl", (-1, 6, 0), "EBADF"),
+    "prctl PR_GET_NO_NEW_PRIVS": ("prctl", (39, 0, 0, 0, 0), "ran"),
+    "prctl PR_GET_NAME, bad buffer": ("prctl", (16, 0, 0, 0, 0), "EFAULT"),
+}
+
+
+@pytest.mark.parametrize("role", [r for r in PROFILES if r != "relay"])
+def test_ioctl_fcntl_and_prctl_run_only_with_the_commands_on_the_list(role: str) -> None:
+    _require_seccomp()
+    listed = {label: (call, args[COMMAND_ARG[call]]) for label, (call, args) in
+              REFUSED_COMMANDS.items()}  # fmt: skip
+    assert not [label for label, (call, cmd) in listed.items() if cmd in allowed.COMMANDS[call]]
+    probes = {**REFUSED_COMMANDS, **{k: (c, a) for k, (c, a, _) in ALLOWED_COMMANDS.items()}}
+    unfiltered = _probe("none", probes)  # positive control: each runs and fails harmlessly
+    assert all(unfiltered[k] not in ("ENOSYS", "ok") for k in probes), unfiltered
+    assert unfiltered["ioctl TIOCSTI"] == "EBADF"  # only a filter answers EPERM
+    assert unfiltered["prctl PR_SET_DUMPABLE"] == "EINVAL"
+    filtered = _probe(role, probes)
+    assert {k: filtered[k] for k in REFUSED_COMMANDS} == {k: "ENOSYS" for k in REFUSED_COMMANDS}
+    assert {k: filtered[k] for k in ALLOWED_COMMANDS} == {
+        k: answer for k, (_, _, answer) in ALLOWED_COMMANDS.items()
+    }
+
+
+def test_every_command_on_the_lists_has_a_reason_and_tty_input_is_on_none() -> None:
+    for call, commands in allowed.COMMANDS.items():
+        assert call in allowed.RUNTIME, call
+        assert all(isinstance(why, str) and ":" in why for why in commands.values()), call
+    assert not set(allowed.COMMANDS["ioctl"]) & set(seccomp.IOCTL_DENIED.values())
 
 
 def test_the_deny_list_still_answers_eperm_under_the_allow_list() -> None:
