@@ -2,10 +2,13 @@
 
 The knock-out target enters the private view (sandbox/view.py) like `serve`; then a path outside
 its workspaces does not exist for it, and a refusal by the view looks like ENOENT. To credit the
-right layer, the judge asks what the host has there: `HostLookup` holds the host's "/" as an
-O_PATH fd from before the view and walks a path beneath it one component at a time with lstat
-and readlink (which neither Landlock nor the system-call filter checks), links followed,
-/proc/self/root and /proc/<pid>/root taken as that "/".
+right layer, the judge asks what the host has there: `HostLookup` holds the host's "/" and every
+mount point beneath it (but under /proc) as O_PATH fds from before the view, and walks a path
+beneath them one component at a time with lstat and readlink (which neither Landlock nor the
+system-call filter checks), links followed, /proc/self/root and /proc/<pid>/root taken as that
+"/". Each mount is held apart because the view detaches the old root: a detached tree no longer
+crosses into the mounts beneath it (a "/" that bubblewrap built from binds, a /tmp that is a
+tmpfs), while a held fd still reaches its own mount.
 
 Guarantees: it changes nothing and opens nothing but O_PATH fds' magic links. Does not: exist in
 `serve`; resolve exactly as the kernel does (mount points under "/proc" are taken as plain
@@ -20,10 +23,50 @@ import stat
 MAX_HOPS = 256
 
 
+def _mount_points() -> list[str]:
+    """This process's mount points but "/" and those under /proc (/proc/self/mountinfo's fifth
+    field, octal escapes undone), outermost first; none if it cannot be read."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out: list[str] = []
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) < 5:
+            continue
+        raw = fields[4]
+        for code in (b"\\040", b"\\011", b"\\012", b"\\134"):
+            raw = raw.replace(code, bytes([int(code[1:], 8)]))
+        point = os.fsdecode(raw)
+        if point != "/" and point != "/proc" and not point.startswith("/proc/"):
+            out.append(point)
+    return sorted(set(out), key=lambda p: p.count("/"))
+
+
 class HostLookup:
     def __init__(self) -> None:
         self._root = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         self._host = f"/proc/self/fd/{self._root}"
+        self._mounts: dict[str, str] = {}  # mount point -> its held fd's magic link
+        for point in _mount_points():
+            try:
+                fd = os.open(point, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                continue  # a file mount, or gone: reached through its parent, as before
+            self._mounts[point] = f"/proc/self/fd/{fd}"
+
+    def _at(self, path: str) -> str:
+        """Where the host's absolute `path` is reached from here: beneath the held fd of the
+        deepest mount point on its way (the mount point itself as "fd/.": the folder, not the
+        magic link)."""
+        parts = [c for c in path.split("/") if c]
+        for n in range(len(parts), 0, -1):
+            held = self._mounts.get("/" + "/".join(parts[:n]))
+            if held is not None:
+                return "/".join([held, *(parts[n:] or ["."])])
+        return "/".join([self._host, *parts])
 
     def _resolve(self, path: str) -> tuple[str, bool] | None:
         """(the resolved host path, whether its last name is missing), or None if a folder on
@@ -37,7 +80,7 @@ class HostLookup:
             if name in (".", ".."):
                 here = here[:-1] if name == ".." else here
                 continue
-            full = "/".join([self._host, *here, name])
+            full = self._at("/".join(["", *here, name]))
             try:
                 st = os.lstat(full)
             except OSError:
@@ -60,7 +103,7 @@ class HostLookup:
         if found is None or found[1]:
             return None
         try:
-            return os.lstat(self._host + found[0])
+            return os.lstat(self._at(found[0]))
         except OSError:
             return None
 
@@ -72,7 +115,7 @@ class HostLookup:
             return False
         where = found[0] if not found[1] else os.path.dirname(found[0])
         try:
-            host = os.lstat(self._host + where)
+            host = os.lstat(self._at(where))
         except OSError:
             return False
         try:
