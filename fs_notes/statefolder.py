@@ -183,21 +183,32 @@ MOUNT_POINT = "a mount point (never entered)"
 LINKED = "has another hard link (never opened)"
 
 
+def mount_table() -> list[str]:
+    """Every mount point of this process, in /proc/self/mountinfo's order (its fifth field, octal
+    escapes undone); empty if it cannot be read."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            table = f.read()
+    except OSError:
+        return []
+    points = []
+    for line in table.splitlines():
+        fields = line.split(b" ")
+        if len(fields) >= 5:
+            raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4])
+            points.append(os.fsdecode(raw))
+    return points
+
+
 def mount_points(dir_fd: int) -> frozenset[str]:
     """The names in the folder `dir_fd` that something is mounted on, from /proc/self/mountinfo
     (never by a stat of the name: on a FUSE mount whose daemon stopped, that never returns)."""
     try:
         folder = os.readlink(f"/proc/self/fd/{dir_fd}")
-        with open("/proc/self/mountinfo", "rb") as f:
-            table = f.read()
     except OSError:
         return frozenset()
     names = set()
-    for line in table.splitlines():
-        fields = line.split(b" ")
-        if len(fields) < 5:
-            continue
-        point = os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4]))
+    for point in mount_table():
         parent, name = os.path.split(point)
         if parent == folder and name:
             names.add(name)

@@ -20,29 +20,15 @@ from __future__ import annotations
 import os
 import stat
 
+from fs_notes.statefolder import mount_table
+
 MAX_HOPS = 256
 
 
 def _mount_points() -> list[str]:
-    """This process's mount points but "/" and those under /proc (/proc/self/mountinfo's fifth
-    field, octal escapes undone), outermost first; none if it cannot be read."""
-    try:
-        with open("/proc/self/mountinfo", "rb") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return []
-    out: list[str] = []
-    for line in lines:
-        fields = line.split(b" ")
-        if len(fields) < 5:
-            continue
-        raw = fields[4]
-        for code in (b"\\040", b"\\011", b"\\012", b"\\134"):
-            raw = raw.replace(code, bytes([int(code[1:], 8)]))
-        point = os.fsdecode(raw)
-        if point != "/" and point != "/proc" and not point.startswith("/proc/"):
-            out.append(point)
-    return sorted(set(out), key=lambda p: p.count("/"))
+    """This process's mount points but "/" and those under /proc, outermost first."""
+    points = {p for p in mount_table() if p != "/" and p != "/proc" and not p.startswith("/proc/")}
+    return sorted(points, key=lambda p: p.count("/"))
 
 
 class HostLookup:
