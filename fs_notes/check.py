@@ -50,7 +50,7 @@ _SERVER_CHILD = """
 import json, os, sys
 from fs_notes.fs import WorkspaceRoot
 from fs_notes.policy import Policy
-from fs_notes.sandbox import seccomp
+from fs_notes.sandbox import monitor, seccomp
 from fs_notes.sandbox.process import capabilities
 from fs_notes.sandbox.selfconfine import confine_server
 ws = sys.argv[1]  # made and removed by the parent: the confined child may not remove it
@@ -62,6 +62,12 @@ try:
            "view": done.view,
            "landlock": {"enforced": done.enforced, "abi": done.abi, "rules": len(done.grants)},
            "seccomp": {"mode": seccomp.status(), **(done.seccomp or {})}}
+    watcher = monitor.current()
+    if watcher is not None:  # a root server's (sandbox/monitor.py), as it tells itself
+        told = watcher.ask({"op": "status"})
+        out["monitor"] = {"uid": told["uid"], "effective_caps": hex(told["effective_caps"]),
+                          "landlock": {"abi": done.abi} if done.enforced else None,
+                          "seccomp": {"profile": told["profile"], "mode": told["seccomp"]}}
 except Exception as exc:
     out = {"error": f"{type(exc).__name__}: {exc}"}
 print(json.dumps(out))
@@ -108,7 +114,10 @@ def _worker_process(kind: str, mode: str) -> dict[str, Any]:
 
 
 def _processes(mode: str, refused: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"server": _server_process()}
+    server = _server_process()
+    out: dict[str, Any] = {"server": server}
+    if "monitor" in server:
+        out["monitor"] = server.pop("monitor")
     if not refused:
         for kind in ("delete", "write"):
             out[f"{kind}_worker"] = _worker_process(kind, mode)

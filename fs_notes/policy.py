@@ -325,6 +325,14 @@ class Policy:
         """Every workspace ``principal`` may use, in policy order."""
         return tuple(g for (name, _), g in self._grants.items() if name == principal.name)
 
+    def operations_in(self, workspace: str) -> frozenset[Operation]:
+        """Every operation some principal may do in the workspace named `workspace`."""
+        ops: set[Operation] = set()
+        for (_, name), grant in self._grants.items():
+            if name == workspace:
+                ops |= grant.operations
+        return frozenset(ops)
+
     def authorize(self, principal: Principal, workspace_uri: str, op: Operation) -> WorkspaceGrant:
         """The grant for exactly this workspace URI and operation. LexicalError for a bad URI."""
         workspace = self._by_root.get(parse_workspace_uri(workspace_uri).parts)

@@ -18,6 +18,9 @@ Roles (one profile each, `seccomp.PROFILES`):
     unshare (refused by the first program in "server").
   * "write": the write worker (create and replace a note, from its own filter on).
   * "delete": the delete worker (remove a note, move a note between folders).
+  * "monitor" / "monitor-chroot": a root server's monitor (sandbox/monitor.py), which starts
+    its workers with the capabilities the server gave up; its list is the workers' start (as
+    in "server") and their own calls (its filter stays under theirs). No socket(), no watch.
   * "relay": the process a server is started as, when it goes on below it (sandbox/session.py:
     the private view's first process, a session of its own): it passes signals on and waits.
     Its list is not `RUNTIME`: it opens nothing, reads nothing, starts nothing.
@@ -113,8 +116,10 @@ RUNTIME: Final[dict[str, str]] = {
     **{n: "ending" for n in ("exit", "exit_group")},
 }  # fmt: skip
 
-#: The server, after its own confinement (and each worker until its own filter is in force).
-SERVER: Final[dict[str, str]] = {
+#: Starting workers (the server that starts its own; a root server's monitor), and what each
+#: worker does between its exec and its own filter, under the filter of the process that
+#: started it (sandbox/worker.py).
+WORKER_START: Final[dict[str, str]] = {
     **{
         n: "starting its threads and workers (namespace flags refused: seccomp.CLONE_NAMESPACES; "
         "clone3 answers ENOSYS, so the C library uses clone)"
@@ -127,6 +132,21 @@ SERVER: Final[dict[str, str]] = {
         n: "stopping its workers (signals cannot leave its Landlock domain)"
         for n in ("kill", "tgkill")
     },
+    "arch_prctl": "a worker's start: the dynamic loader's thread pointer (x86_64)",
+    **{
+        n: "a worker's own Landlock domain, nested in the server's"
+        for n in ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self")
+    },
+    **{
+        n: "a worker becoming the folder's owner and shedding capabilities (as root)"
+        for n in ("capset", "setresuid", "setresgid", "setuid", "setgid", "setgroups")
+    },
+    "renameat2": "a worker moving a note (sandbox/worker.py), before its own filter",
+}  # fmt: skip
+
+#: The server, after its own confinement (and each worker it starts, until its own filter).
+SERVER: Final[dict[str, str]] = {
+    **WORKER_START,
     **{
         n: "the live notes: which folders changed (fs_notes/fs/watch.py)"
         for n in ("inotify_init1", "inotify_add_watch", "inotify_rm_watch")
@@ -143,17 +163,6 @@ SERVER: Final[dict[str, str]] = {
         n: "reaching the replay store (socket() only TCP: seccomp.argument_rules)"
         for n in ("socket", "connect", "sendmmsg", "recvmmsg")
     },
-    # a worker between its exec and its own filter, under the server's (sandbox/worker.py)
-    "arch_prctl": "a worker's start: the dynamic loader's thread pointer (x86_64)",
-    **{
-        n: "a worker's own Landlock domain, nested in the server's"
-        for n in ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self")
-    },
-    **{
-        n: "a worker becoming the folder's owner and shedding capabilities (as root)"
-        for n in ("capset", "setresuid", "setresgid", "setuid", "setgid", "setgroups")
-    },
-    "renameat2": "a worker moving a note (sandbox/worker.py), before its own filter",
 }  # fmt: skip
 
 #: The server without Landlock: its chroot workers need these before their own filter.
@@ -178,6 +187,14 @@ DELETE: Final[dict[str, str]] = {
     **{n: "creating a moved note's folders" for n in ("mkdirat", "mkdir")},
 }
 
+
+#: A root server's monitor (sandbox/monitor.py): it starts, reaps and kills workers, and its
+#: filter is stacked under each worker's, so the workers' own calls are on its list too.
+MONITOR: Final[dict[str, str]] = {
+    **WORKER_START,
+    **{f"{n}": f"a worker's own call, under the monitor's filter too: {why}"
+       for n, why in (*WRITE.items(), *DELETE.items())},
+}  # fmt: skip
 
 #: The relay: signals passed on to the server below it, its exit awaited (sandbox/session.py).
 RELAY: Final[dict[str, str]] = {
@@ -265,6 +282,10 @@ def allowed(profile: Profile, network: Network = "none") -> dict[str, str]:
         out.update(WRITE)
     elif profile == "delete":
         out.update(DELETE)
+    elif profile in ("monitor", "monitor-chroot"):
+        out.update(MONITOR)
+        if profile == "monitor-chroot":
+            out.update(SERVER_CHROOT)
     elif profile == "relay":
         return dict(RELAY)
     else:
@@ -276,10 +297,12 @@ __all__ = [
     "COMMANDS",
     "COMMAND_ARG",
     "DELETE",
+    "MONITOR",
     "RELAY",
     "RUNTIME",
     "SERVER",
     "SERVER_CHROOT",
+    "WORKER_START",
     "WRITE",
     "allowed",
 ]

@@ -175,15 +175,11 @@ class OsLayer:
             )
 
     def _needed(self) -> list[tuple[str, Kind]]:
-        ops: dict[str, set[str]] = {name: set() for name in self._workspaces}
-        for principal in self._policy.principals:
-            for grant in self._policy.grants_for(principal):
-                ops[grant.workspace.name] |= set(grant.operations)
         return [
             (name, kind)
             for name in self._workspaces
             for kind in KINDS
-            if kind in ops[name] and name not in self._refusals
+            if kind in self._policy.operations_in(name) and name not in self._refusals
         ]
 
     def _prewarm(self) -> None:

@@ -17,8 +17,12 @@ KINDS: Final[tuple[Kind, ...]] = ("delete", "write")
 MODES: Final[tuple[Mode, ...]] = ("landlock", "chroot", "none")
 
 #: A process's role, as its system-call filter knows it (sandbox/seccomp.py, sandbox/allowed.py).
-Profile = Literal["server", "server-chroot", "delete", "write", "relay"]
-PROFILES: Final[tuple[Profile, ...]] = ("server", "server-chroot", "delete", "write", "relay")
+Profile = Literal[
+    "server", "server-chroot", "delete", "write", "relay", "monitor", "monitor-chroot"
+]
+PROFILES: Final[tuple[Profile, ...]] = (
+    "server", "server-chroot", "delete", "write", "relay", "monitor", "monitor-chroot"
+)  # fmt: skip
 
 #: What socket() a server may still call after start-up (a worker: none, its socket() is refused
 #: by name). "none": the server creates no socket (its HTTP listener is made before confinement,

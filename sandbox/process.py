@@ -163,6 +163,12 @@ def user_as_root(user: tuple[int, int]) -> tuple[int, int] | None:
     return None
 
 
+def worker_user(workspace_fd: int, named: tuple[int, int] | None) -> tuple[int, int] | None:
+    """Whom a worker this process starts for the folder `workspace_fd` becomes: the `named`
+    user (the policy's worker_user), else the folder's owner; None: stay as we are."""
+    return owner_of(workspace_fd) if named is None else user_as_root(named)
+
+
 def become(uid: int, gid: int) -> None:
     """Switch every uid and gid of this process to `uid`/`gid`, with no supplementary groups; the
     kernel then clears the capabilities (KEEP_CAPS is off: `drop_capabilities` locks it so). Checks

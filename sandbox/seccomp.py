@@ -182,6 +182,8 @@ EXTRA_DENIED: Final[dict[Profile, dict[str, str]]] = {
         "chroot": "chroot", "unshare": "namespaces",
         "execve": "starting programs", "execveat": "starting programs", "socket": "sockets",
     },
+    "monitor": {"chroot": "chroot", "unshare": "namespaces", "socket": "sockets"},
+    "monitor-chroot": {"socket": "sockets"},
 }  # fmt: skip
 
 CLONE_NAMESPACES: Final = {
@@ -338,7 +340,7 @@ def denied_for(profile: Profile, network: Network = "none") -> dict[str, str]:
         raise ValueError(f"a {profile} worker creates no socket")
     out = dict(DENIED)
     out.update(EXTRA_DENIED[profile])
-    if profile == "server-chroot":
+    if profile in ("server-chroot", "monitor-chroot"):
         out.pop("chroot", None)
         out.pop("unshare", None)
     if network == "none":

@@ -33,6 +33,10 @@ Guarantees, when `confine_server` returns a report with `enforced=True`:
 - Any failure on a host whose kernel has Landlock raises `SelfConfinementFailed`; `serve` then
   refuses to start (the operator can pass --no-self-confine). A kernel without Landlock gives
   `enforced=False` with the reason.
+- As root, once Landlock (or, without it, the chroot workers' capability limit) is in force, it
+  forks its monitor (sandbox/monitor.py), which alone keeps the workers' capabilities and starts
+  every worker from a fixed request table; the server itself then holds no capability at all
+  (effective, permitted, inheritable, ambient and bounding sets empty, securebits locked).
 - With or without Landlock, the server then loads its system-call filter (sandbox/seccomp.py,
   profile "server", or "server-chroot" when the chroot workers will need chroot and unshare):
   no mode, owner, time or attribute change, link, node, mount, namespace, ptrace, keyring, bpf,
@@ -61,6 +65,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 import struct
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -71,6 +76,8 @@ from fs_notes.policy import Policy
 from fs_notes.sandbox import landlock_abi as ll
 from fs_notes.sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
 from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
+from fs_notes.sandbox.kinds import KINDS, Mode
+from fs_notes.sandbox.launch import WORKER_PROGRAM
 from fs_notes.sandbox.probe import HostReport, probe
 from fs_notes.sandbox.process import CAP_NET_BIND_SERVICE, CAP_SETGID, CAP_SETPCAP, CAP_SETUID
 from fs_notes.sandbox.seccomp import Network, Profile
@@ -105,7 +112,9 @@ NAME_SERVICE_FILES = (
     "/etc/gai.conf",
     "/etc/resolv.conf",
 )
-#: Capabilities a server started as root keeps (and its workers inherit, in the bounding set):
+#: Capabilities a server started as root keeps until it forks its monitor (sandbox/monitor.py),
+#: which then alone keeps them (the server drops every one) and its workers inherit them, in the
+#: bounding set:
 #: what the workers need for notes owned by other users, CAP_SETPCAP so that each worker
 #: can shed what its kind does not need (it grants nothing beyond the bounding set), and
 #: CAP_SETUID/CAP_SETGID so that a worker of a folder owned by another user becomes that
@@ -173,6 +182,9 @@ class SelfConfinement:
     bind_ports: tuple[int, ...] = ()
     connect_ports: tuple[int, ...] = ()
     effective_caps: int | None = None  # what was left of the capabilities
+    #: A root server's monitor (sandbox/monitor.py), which keeps its workers' capabilities.
+    monitor_pid: int | None = None
+    monitor_caps: int | None = None  # the capabilities it kept
     seccomp: dict[str, Any] | None = None  # sandbox.seccomp.Installed.to_json(), when loaded
     view: dict[str, Any] | None = None  # sandbox.view.View.to_json()
     #: Without Landlock: the host probe (sandbox/probe.py), run before the view hides the
@@ -196,6 +208,8 @@ class SelfConfinement:
             "bind_ports": list(self.bind_ports),
             "connect_ports": list(self.connect_ports),
             "effective_caps": self.effective_caps,
+            "monitor_pid": self.monitor_pid,
+            "monitor_caps": self.monitor_caps,
             "user_namespaces": (
                 self.user_namespaces.to_json() if self.user_namespaces is not None else None
             ),
@@ -506,12 +520,15 @@ def confine_server(
     roots: Mapping[str, RootHandle] | None = None,
     connect_ports: Sequence[int] = (),
     connect_names: bool = False,
+    worker_programs: Sequence[str] = (WORKER_PROGRAM,),
 ) -> SelfConfinement:
     """Confine the server now (one thread only); see the docstring. `roots` (by workspace name)
     are the workspace handles opened at start-up: the private view is bound from their fds and
     each is moved onto its folder inside the view. `connect_ports` (the replay store's) stay
     reachable over TCP, on any address, and keep the host's network in the view;
-    `connect_names` grants the name-service files (a store named by host name)."""
+    `connect_names` grants the name-service files (a store named by host name).
+    `worker_programs`: what a root server's monitor may start (the escape exercises add their
+    attacker worker)."""
     from fs_notes import clib
     from fs_notes.sandbox import seccomp
 
@@ -543,11 +560,62 @@ def confine_server(
     if reason is not None:  # no Landlock: the chroot workers need chroot/unshare from us
         caps = _limit_for_chroot_workers(http_port)
         done = SelfConfinement(False, None, reason, effective_caps=caps, view=seen, host=host)
+        done = _separate(done, policy, by_path, "chroot", worker_programs)
         return replace(done, seccomp=_filter("server-chroot", network), user_namespaces=userns)
-    done = apply(plan)
+    done = _separate(apply(plan), policy, by_path, "landlock", worker_programs)
     for g in done.grants:
         log.debug("self-confinement rule: %s %s (%s)", g.path, ll.describe_fs(g.rights), g.why)
     return replace(done, seccomp=_filter("server", network), view=seen, user_namespaces=userns)
+
+
+def _separate(
+    done: SelfConfinement,
+    policy: Policy,
+    roots: Mapping[str, RootHandle],
+    mode: Mode,
+    programs: Sequence[str],
+) -> SelfConfinement:
+    """A root server forks its monitor (sandbox/monitor.py), which keeps the capabilities its
+    workers need, and then holds none itself: effective, permitted, inheritable, ambient and
+    bounding sets emptied, the securebits locked (no exec regains root's). Not root: as it is
+    (its workers run as its own user; it has no capability left to separate)."""
+    if os.geteuid() != 0:
+        return done
+    from fs_notes.sandbox import monitor
+    from fs_notes.sandbox.process import capabilities, drop_capabilities, worker_user
+
+    folders: dict[tuple[int, int], monitor.Folder] = {}
+    try:
+        for ws in policy.workspaces:
+            root = roots.get(ws.path)
+            fd = root.fd if root is not None else os.open(ws.path, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                st = os.fstat(fd)
+                named = ws.worker_user[1:] if ws.worker_user is not None else None
+                user = worker_user(fd, named)
+            finally:
+                if root is None:
+                    os.close(fd)
+            kinds = frozenset(k for k in KINDS if k in policy.operations_in(ws.name))
+            folders[(st.st_dev, st.st_ino)] = monitor.Folder(user, ws.symlinks, kinds)
+            if st.st_uid != 0 and st.st_mode & 0o005 != 0o005:
+                log.warning(
+                    "workspace %s: the server holds no capability once confined and reads by "
+                    "mode bits; its folder belongs to uid %d with mode %o, which it cannot list "
+                    "or read: run serve as that user",
+                    ws.name, st.st_uid, stat.S_IMODE(st.st_mode),
+                )  # fmt: skip
+        started = monitor.start(
+            folders, mode=mode, profile="monitor" if mode == "landlock" else "monitor-chroot",
+            programs=programs,
+        )  # fmt: skip
+        kept = capabilities()[0]
+        drop_capabilities(frozenset())
+    except OSError as exc:
+        raise SelfConfinementFailed(f"the monitor could not be started: {exc}") from None
+    return replace(
+        done, effective_caps=capabilities()[0], monitor_pid=started.pid, monitor_caps=kept
+    )
 
 
 #: Landlock rights that change something (a grant holding one is bound writable in the view).

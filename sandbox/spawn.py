@@ -25,7 +25,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any, Protocol
 
 import psutil
 
@@ -33,6 +33,23 @@ from fs_notes.render import shown
 
 log = logging.getLogger("fs_notes.sandbox.worker")
 MAX_LOG_LINE = 2000
+
+
+class Process(Protocol):
+    """A started worker, as the supervisor sees it: a subprocess.Popen, or a worker the monitor
+    started for it (sandbox/monitor.py MonitoredProcess)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
 
 
 class _Spawner:
@@ -73,7 +90,7 @@ def spawn(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[byte
     return _spawner.popen(start)
 
 
-def kill_and_reap(proc: subprocess.Popen[bytes]) -> None:
+def kill_and_reap(proc: Process) -> None:
     """SIGKILL the worker and anything it started, then reap it."""
     if proc.poll() is None:
         try:
@@ -88,7 +105,7 @@ def kill_and_reap(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def watch(proc: subprocess.Popen[bytes], what: str) -> threading.Thread:
+def watch(proc: Process, what: str) -> threading.Thread:
     """Log `proc`'s stderr line by line (escaped) until it closes, then reap `proc` at once."""
 
     def run() -> None:

@@ -12,9 +12,12 @@ stream (`WorkerFailed`); while idle as EPIPE on the next request before any byte
 so that request, which the dead worker cannot have seen, goes to a fresh worker instead. A
 worker is accepted only after its hello frame confirms the requested kind and mode, its pid, and
 that exactly the expected fds are open in it. The workspace directory is opened once
-(O_DIRECTORY|O_NOFOLLOW) and that same directory is handed to every restart. Workers are started
-from one long-lived spawner thread, so their PR_SET_PDEATHSIG (which fires when the *thread*
-that forked them exits) fires only when the server process itself goes away; `close()`, garbage
+(O_DIRECTORY|O_NOFOLLOW) and that same directory is handed to every restart. In a process that
+forked a monitor (a root server, sandbox/monitor.py) the monitor starts each worker, with only
+the workspace and channel fds, and the hello is checked against the fd numbers it used;
+otherwise workers are started from one long-lived spawner thread, so their PR_SET_PDEATHSIG
+(which fires when the *thread* that forked them exits) fires only when the server process
+itself goes away; `close()`, garbage
 collection and interpreter exit (a weakref.finalize hook, which runs at exit) close the channel,
 wait briefly and then kill + reap.
 
@@ -28,13 +31,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
-import importlib.util
 import os
 import socket
 import stat
 import subprocess
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -42,16 +42,14 @@ from dataclasses import dataclass
 from typing import Any, Literal, NoReturn, Self
 
 import fs_notes.fs.errors as fs_errors
-from fs_notes.clib import mapped_libraries
 from fs_notes.fs.identity import Identity
 from fs_notes.sandbox import landlock_abi as ll
-from fs_notes.sandbox import seccomp
-from fs_notes.sandbox.bootstrap import loader
+from fs_notes.sandbox import launch, monitor
 from fs_notes.sandbox.chroot import KEPT_CAPABILITIES, WRITE_EXTRA_CAPABILITIES
 from fs_notes.sandbox.confine import DELETE_RIGHTS, WRITE_RIGHTS
 from fs_notes.sandbox.errors import ConfinementError, OsRefused, WorkerFailed
 from fs_notes.sandbox.kinds import Kind, Mode
-from fs_notes.sandbox.process import owner_of, user_as_root
+from fs_notes.sandbox.process import worker_user
 from fs_notes.sandbox.protocol import (
     BAD_REQUEST,
     FS_ERROR,
@@ -70,43 +68,14 @@ from fs_notes.sandbox.protocol import (
     encode_move,
     encode_write,
 )
-from fs_notes.sandbox.spawn import kill_and_reap, spawn, watch
+from fs_notes.sandbox.spawn import Process, kill_and_reap, spawn, watch
 
-# The worker runs isolated (-I: no environment variables, no user site, no cwd on sys.path) and
-# without site (-S: it needs nothing else from site-packages, and starts faster); fs-notes is
-# loaded from its folder (sandbox/bootstrap.py), and the one module it needs from site-packages,
-# the libseccomp binding, from its file (site-packages stays off the path). The binding finds
-# its C libraries with ctypes.util.find_library, which runs ldconfig: a worker started by a
-# confined server may not run programs, so it is told the paths this process has mapped.
-_SONAMES = {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}
-
-
-def _mapped_libraries() -> dict[str, str]:
-    """Where libc and libseccomp are (fs_notes/clib.py: the one home of library look-ups)."""
-    seccomp.available()
-    return mapped_libraries(_SONAMES)
-
-
-@functools.cache
-def _bootstrap(program: str) -> str:
-    spec = importlib.util.find_spec("pyseccomp")
-    load = ""
-    if spec is not None and spec.origin is not None:
-        load = (
-            "import ctypes.util, importlib.util as u; "
-            f"ctypes.util.find_library = {_mapped_libraries()!r}.get; "
-            f"s = u.spec_from_file_location('pyseccomp', {spec.origin!r}); "
-            "m = u.module_from_spec(s); sys.modules['pyseccomp'] = m; s.loader.exec_module(m); "
-        )
-    return (
-        f"{loader()}{load}from {program} import main; sys.exit(main())"
-    )
 _REQUIRED_RIGHTS = {"delete": DELETE_RIGHTS, "write": WRITE_RIGHTS}
 
 
 @dataclass
 class _Child:
-    proc: subprocess.Popen[bytes]
+    proc: Process
     channel: Channel
     hello: dict[str, Any]
 
@@ -163,7 +132,7 @@ class ConfinedWorker:
 
     #: The module whose main() the worker process runs. The escape exercises' attacker worker
     #: (fs_notes/exercises/rawworker.py) is a subclass that names its own, confined the same way.
-    PROGRAM = "fs_notes.sandbox.worker"
+    PROGRAM = launch.WORKER_PROGRAM
 
     def __init__(
         self,
@@ -191,7 +160,7 @@ class ConfinedWorker:
         self._closed = False
         fd = _workspace_fd(workspace)
         # Whom the worker becomes: as root, the named user, else a folder's owner other than root.
-        self._owner = owner_of(fd) if user is None else user_as_root(user)
+        self._owner = worker_user(fd, user)
         self._holder = _Holder(fd)
         self._finalizer = weakref.finalize(self, self._holder.shutdown)
         try:
@@ -204,18 +173,16 @@ class ConfinedWorker:
     # -- process management ------------------------------------------------------------
 
     def _command(self, channel_fd: int) -> list[str]:
-        cmd = [
-            sys.executable, "-I", "-S", "-X", "utf8", "-c", _bootstrap(self.PROGRAM),
-            "--kind", self.kind,
-            "--mode", self.mode,
-            "--workspace-fd", str(self._holder.workspace_fd),
-            "--channel-fd", str(channel_fd),
-            "--parent-pid", str(os.getpid()),
-            "--symlinks", self._symlinks,
-        ]  # fmt: skip
-        if self._owner is not None:
-            cmd += ["--user", f"{self._owner[0]}:{self._owner[1]}"]
-        return cmd
+        return launch.worker_command(
+            self.PROGRAM,
+            self.kind,
+            self.mode,
+            workspace_fd=self._holder.workspace_fd,
+            channel_fd=channel_fd,
+            parent_pid=os.getpid(),
+            symlinks=self._symlinks,
+            user=self._owner,
+        )
 
     def _passed_fds(self) -> tuple[int, ...]:
         """Fds the worker is started with besides the workspace's and its channel's: none."""
@@ -224,7 +191,7 @@ class ConfinedWorker:
     def _expected_fds(self, channel_fd: int) -> set[int]:
         return {0, 1, 2, self._holder.workspace_fd, channel_fd}
 
-    def _check_hello(self, reply: dict[str, Any] | None, pid: int, channel_fd: int) -> None:
+    def _check_hello(self, reply: dict[str, Any] | None, pid: int, fds: set[int]) -> None:
         if reply is None:
             raise WorkerFailed("worker exited before it was ready")
         if reply.get("ok") is not True:
@@ -239,8 +206,7 @@ class ConfinedWorker:
             hello.get("kind") == self.kind,
             hello.get("mode") == self.mode,
             hello.get("no_new_privs") is True,
-            isinstance(hello.get("fds"), list)
-            and set(hello["fds"]) == self._expected_fds(channel_fd),
+            isinstance(hello.get("fds"), list) and set(hello["fds"]) == fds,
         ]
         caps = KEPT_CAPABILITIES | (WRITE_EXTRA_CAPABILITIES if self.kind == "write" else set())
         caps_mask = sum(1 << c for c in caps)
@@ -290,21 +256,8 @@ class ConfinedWorker:
     def _start(self) -> _Child:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         channel_fd = child_sock.fileno()
-        extra = self._passed_fds()
-        cmd = self._command(channel_fd)
         try:
-            proc = spawn(
-                lambda: subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,  # logged by the watcher, not the server's stderr
-                    close_fds=True,
-                    pass_fds=(self._holder.workspace_fd, channel_fd, *extra),
-                    env={},  # nothing of the server's environment (tokens, keys) reaches it
-                    start_new_session=True,
-                )
-            )
+            proc, fds = self._launch(channel_fd)
         except BaseException:
             parent_sock.close()
             raise
@@ -318,7 +271,7 @@ class ConfinedWorker:
             reply = None if body is None else decode_json_object(body)
             if child.channel.pending:
                 raise ProtocolError("worker sent more than its start-up report")
-            self._check_hello(reply, proc.pid, channel_fd)
+            self._check_hello(reply, proc.pid, fds)
         except (OSError, ProtocolError) as exc:
             _stop(child, grace=0.0)
             raise WorkerFailed("worker did not start") from exc
@@ -328,6 +281,36 @@ class ConfinedWorker:
         assert reply is not None
         child.hello = reply["hello"]
         return child
+
+    def _launch(self, channel_fd: int) -> tuple[Process, set[int]]:
+        """Start the worker: through this process's monitor (sandbox/monitor.py) if it has one,
+        else itself. The worker's process and the fds it must hold, as it numbers them."""
+        extra = self._passed_fds()
+        started_by = monitor.current()
+        if started_by is not None:
+            if extra:
+                raise ConfinementError("the monitor starts workers with their own fds only")
+            try:
+                got = started_by.start(
+                    self.PROGRAM, self.kind, self.mode, self._holder.workspace_fd, channel_fd
+                )
+            except monitor.MonitorRefused as exc:
+                raise WorkerFailed(str(exc)) from None
+            return got.process, {0, 1, 2, got.workspace_fd, got.channel_fd}
+        cmd = self._command(channel_fd)
+        proc = spawn(
+            lambda: subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,  # logged by the watcher, not the server's stderr
+                close_fds=True,
+                pass_fds=(self._holder.workspace_fd, channel_fd, *extra),
+                env={},  # nothing of the server's environment (tokens, keys) reaches it
+                start_new_session=True,
+            )
+        )
+        return proc, self._expected_fds(channel_fd)
 
     def _ensure_started(self) -> _Child:
         # A worker that died since the last call is noticed when the request is sent (PeerClosed),

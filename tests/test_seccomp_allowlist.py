@@ -68,6 +68,11 @@ REFUSED_BY_DEFAULT: dict[str, tuple[str, ...]] = {
     ),
 }  # fmt: skip
 REFUSED_BY_DEFAULT["server-chroot"] = REFUSED_BY_DEFAULT["server"]
+# the monitor starts and stops workers; it watches, serves and maps nothing else
+REFUSED_BY_DEFAULT["monitor"] = (
+    *REFUSED_BY_DEFAULT["server"][:10], "inotify_init1", "listen", "vmsplice", "setitimer",
+)  # fmt: skip
+REFUSED_BY_DEFAULT["monitor-chroot"] = REFUSED_BY_DEFAULT["monitor"]
 REFUSED_BY_DEFAULT["relay"] = (*REFUSED_BY_DEFAULT["write"][:9], "listen", "vmsplice", "setitimer")
 
 PROBE = """

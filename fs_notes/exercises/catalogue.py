@@ -551,6 +551,9 @@ ATTACKS += tuple(
         (Compromised(where, op),),
         f"code running in {_WHERE[where]} after its confinement {_DOES[op]}",
         protected=(OUTSIDE_NOTE, "outside/planted"),
+        # a worker runs where the policy grants its kind (a root server's monitor starts no
+        # other: sandbox/monitor.py)
+        operations={"server": ("read",), "delete": ("read", "delete"), "write": _RW}[where],
         needs_view=op == "stat",
     )
     for where in ("server", "delete", "write")

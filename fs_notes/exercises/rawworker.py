@@ -24,6 +24,7 @@ import errno
 import json
 from typing import Any, Literal
 
+from fs_notes.sandbox import monitor
 from fs_notes.sandbox.errors import OsRefused
 from fs_notes.sandbox.kinds import Mode
 from fs_notes.sandbox.supervisor import ConfinedWorker
@@ -57,6 +58,10 @@ class RawWorker(ConfinedWorker):
         return cmd
 
     def _passed_fds(self) -> tuple[int, ...]:
+        if monitor.current() is not None and not self._keep:
+            # a root target's monitor hands a worker its own fds only (sandbox/monitor.py): a
+            # leaked fd of the server never reaches it, so there is nothing to pass to be closed
+            return ()
         return self._passed
 
     def _expected_fds(self, channel_fd: int) -> set[int]:

@@ -42,6 +42,7 @@ from ..errors import ConfigError
 from ..fs import WorkspaceRoot
 from ..policy import Policy, PolicyError
 from ..policy_file import load_policy
+from ..sandbox.launch import WORKER_PROGRAM
 from ..tools.context import NoteRoot
 from ..tools.delete import NoteDeleter
 from ..tools.move_tool import NoteMover
@@ -99,7 +100,9 @@ def _confine_self(
     from ..sandbox.selfconfine import SelfConfinementFailed, confine_server
 
     try:
-        done = confine_server(policy, replay_db=replay_db, roots=roots)
+        # the monitor of a root target starts the attacker worker too (rawworker.py)
+        programs = (WORKER_PROGRAM, RawWorker.PROGRAM)
+        done = confine_server(policy, replay_db=replay_db, roots=roots, worker_programs=programs)
     except SelfConfinementFailed as exc:
         raise ConfigError(f"self-confinement failed: {exc}") from None
     return done.enforced, done.host
