@@ -70,6 +70,7 @@ REQUESTS: Final[dict[str, str]] = {
     "status": "nothing: what it holds (uid, capabilities, filter, fds), for `fs-notes check`",
 }
 MAX_MESSAGE: Final = 4096
+KILL_WAIT: Final = 5.0  # seconds a killed worker has to be reaped
 START_FDS: Final = 3
 
 
@@ -109,7 +110,10 @@ class MonitoredProcess:
     def _ask(self, op: str) -> int | None:
         with self._lock:  # the monitor forgets a worker once it has told its exit status
             if self.returncode is None:
-                self.returncode = self._monitor.ask({"op": op, "pid": self.pid})["returncode"]
+                try:
+                    self.returncode = self._monitor.ask({"op": op, "pid": self.pid})["returncode"]
+                except MonitorRefused:  # gone, or forgot it: either way the worker is dead
+                    self.returncode = -signal.SIGKILL  # (a worker dies with its monitor)
             return self.returncode
 
     def poll(self) -> int | None:
@@ -147,9 +151,15 @@ class Started:
 class Monitor:
     """The server's end of the monitor's socket: one request at a time."""
 
+    #: How long a request may take (a start is a fork and an exec): past it, the monitor is
+    #: taken for hung and never asked again (a late reply would answer the next request).
+    TIMEOUT: Final = 30.0
+
     def __init__(self, sock: socket.socket, pid: int) -> None:
+        sock.settimeout(self.TIMEOUT)
         self._sock = sock
         self._lock = threading.Lock()
+        self._broken = False
         self.pid = pid
 
     def ask(self, request: Mapping[str, Any], fds: Iterable[int] = ()) -> dict[str, Any]:
@@ -158,18 +168,36 @@ class Monitor:
         passed = list(fds)
         ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", passed))]
         with self._lock:
+            if self._broken:
+                raise MonitorRefused("the monitor stopped answering")
             try:
                 self._sock.sendmsg([data], ancillary if passed else [])
                 raw = self._sock.recv(MAX_MESSAGE)
+            except TimeoutError:
+                self._give_up()
+                raise MonitorRefused("the monitor did not answer") from None
             except OSError as exc:
+                self._give_up()
                 raise MonitorRefused(f"the monitor is gone: {exc.strerror}") from None
-        if not raw:
-            raise MonitorRefused("the monitor is gone")
+            except BaseException:  # interrupted between a request and its reply: out of step
+                self._give_up()
+                raise
+            if not raw:
+                self._give_up()
+                raise MonitorRefused("the monitor is gone")
         reply = json.loads(raw)
         if not isinstance(reply, dict) or reply.get("ok") is not True:
             why = reply.get("error") if isinstance(reply, dict) else None
             raise MonitorRefused(f"the monitor refused: {why}")
         return reply
+
+    def _give_up(self) -> None:
+        """Never ask again (a late reply would answer the next request): close the socket, so
+        the monitor ends and its workers with it (fail closed), and reap it if it has."""
+        self._broken = True
+        self._sock.close()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, os.WNOHANG)
 
     def start(
         self, program: str, kind: Kind, mode: Mode, workspace_fd: int, channel_fd: int
@@ -287,20 +315,28 @@ class _Serving:
                     reply = self._answer(data, fds)
                 except _Refused as exc:
                     reply = {"ok": False, "error": str(exc)}
+                except Exception as exc:  # nothing a request holds may end the monitor
+                    reply = {"ok": False, "error": f"malformed request ({type(exc).__name__})"}
                 finally:
                     for fd in fds:
                         os.close(fd)
-                self._sock.send(json.dumps(reply).encode())
+                try:
+                    self._sock.send(json.dumps(reply).encode())
+                except OSError:
+                    return  # the server closed its end before the reply: it is done with us
         finally:
             for pid in list(self._workers):
-                self._kill(pid)
+                with contextlib.suppress(_Refused):  # still dying: it dies with us
+                    self._kill(pid)
 
     def _answer(self, data: bytes, fds: list[int]) -> dict[str, Any]:
         try:
             request = json.loads(data)
         except ValueError:
             raise _Refused("not JSON") from None
-        if not isinstance(request, dict) or request.get("op") not in REQUESTS:
+        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+            raise _Refused("no such request")
+        if request["op"] not in REQUESTS:
             raise _Refused("no such request")
         op = request["op"]
         if op == "start":
@@ -326,6 +362,8 @@ class _Serving:
     def _start(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         if set(request) != {"op", "program", "kind", "mode"}:
             raise _Refused("start takes program, kind and mode")
+        if not all(isinstance(request[k], str) for k in ("program", "kind", "mode")):
+            raise _Refused("start takes program, kind and mode")
         if request["program"] not in self._programs:
             raise _Refused("not a program this monitor starts")
         if request["mode"] != self._mode:
@@ -337,7 +375,7 @@ class _Serving:
         kind = request["kind"]
         if kind not in KINDS or kind not in folder.kinds:
             raise _Refused("not a kind of worker the policy uses in that workspace")
-        if not stat.S_ISSOCK(os.fstat(channel).st_mode):
+        if not stat.S_ISSOCK(os.fstat(channel).st_mode) or not _stream_pair(channel):
             raise _Refused("the channel is not a socket")
         out = os.fstat(stderr)
         writes = fcntl.fcntl(stderr, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
@@ -403,12 +441,33 @@ class _Serving:
         return folder
 
     def _kill(self, pid: int) -> int:
-        proc = self._workers.pop(pid)
+        proc = self._workers[pid]
         if proc.poll() is None:
             for kill in (os.killpg, os.kill):  # its group: anything it started, then itself
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     kill(pid, signal.SIGKILL)
-        return proc.wait()
+        try:
+            code = proc.wait(timeout=KILL_WAIT)
+        except subprocess.TimeoutExpired:  # stuck in the kernel: asked again, it is still here
+            raise _Refused("the worker is still dying") from None
+        del self._workers[pid]
+        return code
+
+
+def _stream_pair(fd: int) -> bool:
+    """Whether `fd` is a connected AF_UNIX stream socket (one end of a socketpair)."""
+    sock = socket.socket(fileno=fd)
+    try:
+        family = sock.getsockopt(socket.SOL_SOCKET, socket.SO_DOMAIN)
+        kind = sock.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE)
+        listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+        try:
+            sock.getpeername()
+        except OSError:
+            return False
+        return family == socket.AF_UNIX and kind == socket.SOCK_STREAM and not listening
+    finally:
+        sock.detach()  # the caller closes the fd
 
 
 def _fds_of(ancdata: list[tuple[int, int, bytes]]) -> list[int]:

@@ -597,7 +597,16 @@ def _separate(
                 if root is None:
                     os.close(fd)
             kinds = frozenset(k for k in KINDS if k in policy.operations_in(ws.name))
-            folders[(st.st_dev, st.st_ino)] = monitor.Folder(user, ws.symlinks, kinds)
+            key = (st.st_dev, st.st_ino)
+            seen = folders.get(key)
+            if seen is not None:  # two workspaces, one folder (a symlink, a bind mount)
+                if (seen.user, seen.symlinks) != (user, ws.symlinks):
+                    raise SelfConfinementFailed(
+                        f"workspace {ws.name} is the folder of another workspace, with another "
+                        "worker user or symlink policy"
+                    )
+                kinds |= seen.kinds
+            folders[key] = monitor.Folder(user, ws.symlinks, kinds)
             if st.st_uid != 0 and st.st_mode & 0o005 != 0o005:
                 log.warning(
                     "workspace %s: the server holds no capability once confined and reads by "

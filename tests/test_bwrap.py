@@ -66,6 +66,41 @@ def test_the_escape_exercises_pass_inside_bubblewrap() -> None:
         assert want == "n/a" and why is not None and "view" in why, (want, why)
 
 
+#: What root keeps inside the launcher (sandbox/deploy/bwrap-fs-notes): CAP_CHOWN 0,
+#: CAP_DAC_OVERRIDE 1, CAP_FOWNER 3, CAP_SETGID 6, CAP_SETUID 7, CAP_SETPCAP 8, CAP_SYS_CHROOT 18,
+#: CAP_SYS_ADMIN 21; with --net, CAP_NET_BIND_SERVICE 10 too.
+ROOT_IN_BWRAP = sum(1 << c for c in (0, 1, 3, 6, 7, 8, 18, 21))
+
+
+@pytest.mark.parametrize("net", [False, True])
+def test_inside_bubblewrap_root_has_only_what_the_server_needs_and_a_user_nothing(
+    net: bool,
+) -> None:
+    _need_bwrap()
+    code = "print(open('/proc/self/status').read())"
+    launcher = [LAUNCHER, *(["--net"] if net else []), "--", sys.executable, "-c", code]
+    before = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout  # the control: what this process's children have outside
+    inside = subprocess.run(launcher, capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert inside.returncode == 0, inside.stderr
+
+    def caps(status: str) -> dict[str, int]:
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        return {k: int(fields[k], 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb")}
+
+    if os.geteuid() != 0:
+        assert caps(inside.stdout)["CapEff"] == 0 and caps(inside.stdout)["CapPrm"] == 0
+        return
+    assert caps(before)["CapEff"] & ~ROOT_IN_BWRAP  # root has more outside (CAP_SYS_MODULE, ...)
+    want = ROOT_IN_BWRAP | (1 << 10 if net else 0)
+    got = caps(inside.stdout)
+    # bwrap leaves the bounding set whole and hands the kept ones on as ambient, with
+    # no_new_privs set: no exec inside can gain what the bounding set still names
+    assert (got["CapEff"], got["CapPrm"], got["CapInh"], got["CapAmb"]) == (want,) * 4
+    assert "NoNewPrivs:\t1" in inside.stdout
+
+
 def test_a_confirmed_deletion_inside_bubblewrap(tmp_path: Path) -> None:
     _need_bwrap()
     notes = tmp_path / "notes"

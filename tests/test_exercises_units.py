@@ -308,6 +308,18 @@ def test_yama_makes_the_kernel_refuse_ptrace_without_the_os_layer() -> None:
     )
 
 
+def test_without_legacy_tiocsti_the_kernel_refuses_tty_injection_without_the_os_layer() -> None:
+    user = _facts(legacy_tiocsti=False, root=False)
+    for where in ("server", "delete", "write"):
+        name = f"compromised-{where}-tiocsti"
+        cell, why = expected_on(name, user)["no-os"]
+        assert cell == "blocked:os" and why is not None and why.startswith("no-legacy-tiocsti: ")
+        assert expected_on(name, user)["all"] == ("blocked:os", None)
+        # root has CAP_SYS_ADMIN, which TIOCSTI needs there; with the switch on, anyone may
+        assert expected_on(name, _facts(legacy_tiocsti=False))["no-os"] == ("escaped", None)
+        assert expected_on(name, _facts(root=False))["no-os"] == ("escaped", None)
+
+
 def test_the_condition_rows_are_the_catalogues_own_host_limited_attacks() -> None:
     by_name = {c.name: c.attacks for c in HOST_CONDITIONS}
     assert by_name["no-bind-mount"] == {a.name for a in ATTACKS if a.needs_mount}

@@ -110,7 +110,9 @@ if m is not None:
     if not root:  # nothing to separate: no monitor, no capability, workers started by itself
         assert out["server"]["has_monitor"] is False and out["server"]["monitor_pid"] is None
         assert out["server"]["caps"]["CapEff"] == 0 and out["server"]["caps"]["CapPrm"] == 0
-        assert out["started_by_monitor"] is False and out["worker_uid"] == os.geteuid()
+        # (a regular user's chroot worker is uid 0 of a user namespace of its own)
+        me = os.geteuid() if _landlock() else 0
+        assert out["started_by_monitor"] is False and out["worker_uid"] == me
         return
     kept = sum(1 << c for c in SERVER_CAPABILITIES)
     if not _landlock():
@@ -185,8 +187,15 @@ r = {
     "fds with kill": asked({"op": "kill", "pid": 1}, (root.fd,)),
     "status with more": asked({"op": "status", "pid": 1}),
 }
-m._sock.send(b"{not json")
-r["not json"] = m._sock.recv(4096).decode()
+def raw(data):
+    m._sock.send(data)
+    return m._sock.recv(4096).decode()
+r["not json"] = raw(b"{not json")
+r["op a list"] = raw(b'{"op": []}')  # found by review: once a TypeError that ended the monitor
+r["deep"] = raw(b"[" * 2000 + b"]" * 2000)  # and a RecursionError
+r["too long"] = raw(b" " * 5000)
+r["program a list"] = asked({**good, "program": ["fs_notes.sandbox.worker"]}, fds)
+r["own socket as channel"] = asked(good, (root.fd, m._sock.fileno(), wp))
 out["refused"] = r
 out["fds_kept"] = len(m.ask({"op": "status"})["fds"]) - fds_before
 out["workers"] = m.ask({"op": "status"})["workers"]
@@ -194,6 +203,31 @@ out["workers"] = m.ask({"op": "status"})["workers"]
 with ConfinedWorker(root.fd, "delete", mode) as w:
     w.delete("a.md", root.stat_note("a.md"))
 out["left"] = sorted(os.listdir(ws))
+# interrupted between a request and its reply (found by review): the reply would answer the
+# next request, so the monitor is never asked again; it ends, with its workers
+class Interrupted(BaseException):
+    pass
+real = m._sock
+class Cut:
+    def sendmsg(self, *args):
+        return real.sendmsg(*args)
+    def recv(self, size):
+        raise Interrupted()
+    def close(self):
+        real.close()
+w = ConfinedWorker(root.fd, "write", mode)  # a worker up: it must go with the monitor
+m._sock = Cut()
+try:
+    m.ask({"op": "status"})
+except Interrupted:
+    pass
+out["after interrupt"] = asked({"op": "status"})
+out["monitor ended"] = os.waitstatus_to_exitcode(os.waitpid(m.pid, 0)[1])
+try:
+    w.create("late.md", b"# Late\\n")
+    out["late"] = "created"
+except Exception as exc:
+    out["late"] = type(exc).__name__
 """,
         str(ws),
         str(outside),
@@ -216,9 +250,17 @@ out["left"] = sorted(os.listdir(ws))
         "fds with kill": "kill takes no fds",
         "status with more": "status takes nothing",
         "not json": '{"ok": false, "error": "not JSON"}',
+        "op a list": '{"ok": false, "error": "no such request"}',
+        "deep": '{"ok": false, "error": "malformed request (RecursionError)"}',
+        "too long": '{"ok": false, "error": "request or fds cut short"}',
+        "program a list": "start takes program, kind and mode",
+        "own socket as channel": "the channel is not a socket",
     }
     assert out["fds_kept"] == 0 and out["workers"] == []
     assert out["left"] == []  # the delete worker ran after all that
+    assert out["after interrupt"] == "the monitor stopped answering"
+    assert out["monitor ended"] == 0
+    assert out["late"] == "WorkerFailed" and not (ws / "late.md").exists()
     assert (outside / "secret.md").read_text() == "# secret\n"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.md"]
 

@@ -419,16 +419,20 @@ def _a_regular_user_cannot_name_another_worker_user(
         )
         return path
 
+    import pwd
+
+    # another user than this one (the pass may run as nobody itself: setpriv --reuid 65534)
+    other = 65534 if os.geteuid() != 65534 else next(
+        p.pw_uid for p in pwd.getpwall() if p.pw_uid not in (0, os.geteuid())
+    )
     state = tmp_path / "state"
     refused = subprocess.run(
-        [sys.executable, "-m", "fs_notes", "serve", "--policy", str(policy("65534")),
+        [sys.executable, "-m", "fs_notes", "serve", "--policy", str(policy(str(other))),
          "--state-dir", str(state)],
         input="", capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
     )  # fmt: skip
     assert refused.returncode == 2, refused.stderr
-    import pwd
-
-    named = pwd.getpwuid(65534).pw_name  # the policy's "65534", as the message names it
+    named = pwd.getpwuid(other).pw_name  # the policy's uid, as the message names it
     assert refused.stderr.strip().splitlines()[-1] == (
         f'fs-notes: workspace "own": worker_user = "{named}" needs serve to run as root (or as '
         "that user)"

@@ -3,10 +3,11 @@
 The runner (outside every layer) sets up, for one attack: a named UNIX socket listening in a
 folder of its own ("connect-unix": the session bus, ssh-agent or docker.sock of a real host), a
 TCP port listening on 127.0.0.1 ("mptcp"), or a SysV shared-memory segment, mode 0600, holding
-the secret marker ("sysv-shm"); "kill" and "prlimit" aim at the victim process the runner
-starts anyway. `harm()` then judges from outside: a connection waiting on either listener, the
-victim dead, its open-file limit changed. (A segment read, and a memfd's program run, are told
-by the attack's own result: compromised.learned.)
+the secret marker ("sysv-shm"), the terminal the target was started from ("tiocsti": what is
+typed there is echoed on the runner's end); "kill" and "prlimit" aim at the victim process the
+runner starts anyway. `harm()` then judges from outside: a connection waiting on either
+listener, the victim dead, its open-file limit changed, the typed command echoed. (A segment
+read, and a memfd's program run, are told by the attack's own result: compromised.learned.)
 
 Guarantees: everything set up is removed by `close()` (the socket's folder, the segment), also
 after an attack that failed. Does not: exist in `serve`.
@@ -22,11 +23,28 @@ import socket
 import subprocess
 import tempfile
 
+from .compromised import TYPED
+from .tracing import TERMINAL_FD
+
 IPC_PRIVATE_MODE = 0o600
 IPC_CREAT = 0o1000
 IPC_EXCL = 0o2000
 IPC_RMID = 0
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _drain(terminal: int) -> bytes:
+    """What the terminal echoed (the other end, non-blocking): typed input shows there."""
+    out = b""
+    while terminal >= 0:
+        try:
+            chunk = os.read(terminal, 4096)
+        except (BlockingIOError, OSError):
+            break
+        if not chunk:
+            break
+        out += chunk
+    return out
 
 
 def _open_files_limit(pid: int) -> str:
@@ -40,8 +58,11 @@ def _open_files_limit(pid: int) -> str:
 class Aims:
     """What one attack aims at; `aim` is what the attacker code is told (a path, port or key)."""
 
-    def __init__(self, op: str, secret: str, victim: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self, op: str, secret: str, victim: subprocess.Popen[bytes], terminal: int = -1
+    ) -> None:
         self.op, self.aim = op, ""
+        self._terminal = terminal
         self._victim = victim
         self._folder: str | None = None
         self._listener: socket.socket | None = None
@@ -57,6 +78,9 @@ class Aims:
             self.aim = str(self._listener.getsockname()[1])
         elif op == "sysv-shm":
             self._share(secret.encode())
+        elif op == "tiocsti":
+            self.aim = str(TERMINAL_FD)
+            _drain(terminal)
 
     def _listen(self, family: int, address: str | tuple[str, int]) -> None:
         self._listener = socket.socket(family, socket.SOCK_STREAM)
@@ -87,6 +111,8 @@ class Aims:
                 conn, _ = self._listener.accept()
                 conn.close()
                 harm.append(f"{self.op}: a connection reached the listener outside")
+        if self.op == "tiocsti" and TYPED.rstrip() in _drain(self._terminal):
+            harm.append("a command was typed into the terminal the server was started from")
         if self.op == "kill":
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._victim.wait(timeout=1)  # a SIGKILL sent is delivered at once

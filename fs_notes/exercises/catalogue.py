@@ -542,6 +542,7 @@ _DOES = {
     "prlimit": "changes another process's open-file limit (prlimit64)",
     "memfd-exec": "runs a program it wrote to a memfd",
     "sysv-shm": "attaches and reads a SysV shared-memory segment an outside process keeps",
+    "tiocsti": "types a command into the terminal the server was started from (TIOCSTI)",
 }
 ATTACKS += tuple(
     Attack(

@@ -27,7 +27,7 @@ from typing import Final
 OPS: Final = (
     "chmod", "chown", "utime", "setxattr", "link", "mknod", "unlink", "read", "stat", "ptrace",
     "environ", "rename-out", "rename-in", "connect-unix", "mptcp", "kill", "prlimit",
-    "memfd-exec", "sysv-shm",
+    "memfd-exec", "sysv-shm", "tiocsti",
 )  # fmt: skip
 #: What a process-level attack aims at (added 2026-12-03, issue 26), given as `aim`: "connect-unix"
 #: a named UNIX socket the runner listens on outside (its path), "mptcp" a TCP port the runner
@@ -36,6 +36,10 @@ OPS: Final = (
 #: "kill" and "prlimit" aim at the victim process; "memfd-exec" runs this interpreter from a
 #: memfd (its result "ok" says it ran). The runner judges connects, the kill and the limit from
 #: outside (a pending connection, the victim alive, its /proc limits unchanged).
+#: "tiocsti" (added 2026-12-04) pushes `TYPED` into the input of the terminal the target was
+#: started on (the fd number is its `aim`, tracing.TERMINAL_FD): an operator's shell would read
+#: it as typed. The runner reads the terminal's other end for it.
+TYPED: Final = b"#fs-notes-typed\n"
 PRLIMIT_NOFILE: Final = (7, 7)  # what "prlimit" sets the victim's RLIMIT_NOFILE to
 IPPROTO_MPTCP: Final = 262
 RLIMIT_NOFILE: Final = 7
@@ -45,6 +49,7 @@ RLIMIT_NOFILE: Final = 7
 #: both (EXDEV), or without the rights to remove and make the entries (EACCES).
 _ENVIRON_BYTES: Final = 4096
 PTRACE_ATTACH: Final = 16
+TIOCSTI: Final = 0x5412
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -53,6 +58,14 @@ def _ptrace(victim: int) -> None:
     if _libc.ptrace(PTRACE_ATTACH, victim, None, None) == -1:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def _type_into(fd: int) -> None:
+    # libc's ioctl, not fcntl's: a worker imports nothing after its confinement
+    for byte in TYPED:
+        if _libc.ioctl(fd, TIOCSTI, ctypes.c_char_p(bytes([byte]))) == -1:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
 
 
 def _read(target: str) -> None:
@@ -166,6 +179,7 @@ def _call(op: str, target: str, planted: str, victim: int, aim: str) -> Callable
         "kill": lambda: os.kill(victim, signal.SIGKILL),
         "prlimit": lambda: _prlimit(victim),
         "memfd-exec": _memfd_exec,
+        "tiocsti": lambda: _type_into(int(aim or -1)),
         "sysv-shm": lambda: _shm_read(int(aim or 0)),
         "rename-out": lambda: _rename(os.path.join(root, "ws", "note.md"), planted),
         "rename-in": lambda: _rename(target, os.path.join(root, "ws", "stolen.md")),
@@ -236,8 +250,9 @@ def learned(op: str, result: str) -> str | None:
 def refused(result: str) -> bool:
     """Whether `result` is the OS layer saying no (Landlock EACCES, seccomp or capabilities
     EPERM, a chroot's "no such file", Landlock's EXDEV for a rename between folders without
-    REFER: every attack's paths are on one filesystem, so EXDEV is never the kernel's own)."""
-    return result in ("EACCES", "EPERM", "ENOENT", "EXDEV", "ENOSYS", "ESRCH")
+    REFER: every attack's paths are on one filesystem, so EXDEV is never the kernel's own;
+    EBADF for an fd the process does not hold: a worker closes all but its own)."""
+    return result in ("EACCES", "EPERM", "ENOENT", "EXDEV", "ENOSYS", "ESRCH", "EBADF")
 
 
 def traced_by(victim: int) -> int:

@@ -129,7 +129,7 @@ EXPECTED: dict[str, tuple[str, str, str, str]] = {
 _COMPROMISED_OPS = (
     "chmod", "chown", "utime", "setxattr", "link", "mknod", "unlink", "read", "stat", "environ",
     "rename-out", "rename-in", "connect-unix", "mptcp", "kill", "prlimit", "memfd-exec",
-    "sysv-shm",
+    "sysv-shm", "tiocsti",
 )  # fmt: skip
 EXPECTED.update(
     {
@@ -230,6 +230,15 @@ def _yama(f: HostFacts) -> str | None:
     return None
 
 
+def _no_legacy_tiocsti(f: HostFacts) -> str | None:
+    if f.legacy_tiocsti or f.root:
+        return None
+    return (
+        "blocked by the kernel itself: dev.tty.legacy_tiocsti is 0, so TIOCSTI needs "
+        "CAP_SYS_ADMIN even on a process's own terminal (the OS layer is knocked out here)"
+    )
+
+
 _COMPROMISED = ("server", "delete", "write")
 HOST_CONDITIONS: tuple[HostCondition, ...] = (
     HostCondition(
@@ -273,6 +282,14 @@ HOST_CONDITIONS: tuple[HostCondition, ...] = (
         OS,
         "kernel.yama.ptrace_scope is 1 or 2 and not root, or it is 3",
         _yama,
+    ),
+    HostCondition(
+        "no-legacy-tiocsti",
+        frozenset(f"compromised-{w}-tiocsti" for w in _COMPROMISED),
+        ("no-os",),
+        OS,
+        "dev.tty.legacy_tiocsti is 0 and not root",
+        _no_legacy_tiocsti,
     ),
 )
 

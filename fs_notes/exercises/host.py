@@ -25,6 +25,7 @@ from typing import Any
 from fs_notes.policy import DEFAULT_READ_LIMIT
 
 YAMA = "/proc/sys/kernel/yama/ptrace_scope"
+LEGACY_TIOCSTI = "/proc/sys/dev/tty/legacy_tiocsti"
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class HostFacts:
     interpreter_bytes: int
     read_limit: int  # of every workspace the runner's policy writes (the default)
     ptrace_scope: int  # Yama's kernel.yama.ptrace_scope (-1: no Yama)
+    #: dev.tty.legacy_tiocsti (kernels before 6.2 have no switch: TIOCSTI always works)
+    legacy_tiocsti: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,6 +58,14 @@ def ptrace_scope() -> int:
         return -1
 
 
+def legacy_tiocsti() -> bool:
+    try:
+        with open(LEGACY_TIOCSTI, encoding="ascii") as f:
+            return f.read().strip() != "0"
+    except OSError:
+        return True
+
+
 def measure(mount: str, view: str, atime: str) -> HostFacts:
     """This host's facts; `mount`, `view`, `atime` are the runner's own probes' answers."""
     exe = interpreter()
@@ -71,6 +82,7 @@ def measure(mount: str, view: str, atime: str) -> HostFacts:
         interpreter_bytes=size,
         read_limit=DEFAULT_READ_LIMIT,
         ptrace_scope=ptrace_scope(),
+        legacy_tiocsti=legacy_tiocsti(),
     )
 
 

@@ -171,6 +171,7 @@ class _Column:
         self.exit_note: str | None = None
         self.ws_names: dict[str, str] = {}
         self.victims: list[subprocess.Popen[bytes]] = []  # reaped when the target is gone
+        self.terminal = -1  # the other end of the terminal the target is started from
 
     def _names(self, attack: Attack) -> dict[str, str]:
         root = self.base / attack.name
@@ -240,7 +241,15 @@ class _Column:
             command += ["--leak-fd", leak]
         for src, dst in self.binds:
             command += ["--bind", f"{src}:{dst}"]
-        return TargetClient(command, self.base / "target.log", self.base)
+        # the terminal it is started from, as from a shell (the tty-injection attack reads here)
+        master, slave = os.openpty()
+        os.set_blocking(master, False)
+        self.terminal = master
+        command += ["--terminal", os.ttyname(slave)]
+        try:
+            return TargetClient(command, self.base / "target.log", self.base)
+        finally:
+            os.close(slave)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -256,6 +265,7 @@ class _Column:
                     outcomes[attack.name] = self._attack(attack)
             finally:
                 code = self.client.close()
+                os.close(self.terminal)
                 if code != 0:
                     self.exit_note = f"{self.column}: the target exited with status {code}"
                 for victim in self.victims:
@@ -379,7 +389,7 @@ class _Column:
             names["victim"] = str(victim.pid)
             _until_exec_done(victim.pid)
             op = next(s.op for s in attack.steps if isinstance(s, Compromised))
-            aims = Aims(op, self.secret, victim)
+            aims = Aims(op, self.secret, victim, self.terminal)
             names["aim"] = aims.aim
         try:
             for step in attack.steps:

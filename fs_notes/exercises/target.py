@@ -1,7 +1,7 @@
 """The knock-out target: the real server with exactly one containment layer replaced (hidden).
 
     python -m fs_notes.exercises.target --knockout {none,lexical,filesystem,os} --policy FILE
-        --state DIR [--leak-fd DIR] [--bind SRC:DST ...]
+        --state DIR [--leak-fd DIR] [--bind SRC:DST ...] [--terminal TTY]
 
 It builds the server the way `fs-notes serve --policy FILE` does (the same policy, root handles,
 self-confinement, OS layer, tools and dispatcher, from the composition root `compose.py`) and
@@ -18,6 +18,9 @@ serves it over stdio, with these differences and no others:
 - `--leak-fd DIR` (repeatable) keeps DIR open as an inheritable fd `LEAK_FD` (+1, ...): a leak to
   exploit, also handed to the raw delete workers, which must close it.
 - `--bind SRC:DST` bind-mounts SRC on DST in a private mount namespace (the mount-point attack).
+- `--terminal TTY`: started from that terminal, as from an operator's shell: it becomes the
+  target's controlling terminal, held as fd `TERMINAL_FD` (the tty-injection attack). Then, as
+  `serve` does, it leaves it (sandbox/session.py), but in the os knock-out.
 
 Guarantees: none of this is reachable from `fs-notes serve` or the `fs-notes` command line: the
 switch lives only in this module, which only the exercises and the tests start.
@@ -55,6 +58,7 @@ from .trace import Trace
 from .tracing import (
     COMPROMISED_METHOD,
     LEAK_FD,
+    TERMINAL_FD,
     TracingDeleter,
     TracingDispatcher,
     TracingMover,
@@ -75,8 +79,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--state", required=True, help="folder for the replay database and audit log")
     p.add_argument("--leak-fd", action="append", default=[], metavar="DIR")
     p.add_argument("--bind", action="append", default=[], metavar="SRC:DST")
+    p.add_argument("--terminal", default=None, metavar="TTY")
     p.add_argument("--log-level", default="warning")
     return p
+
+
+def _take_terminal(path: str) -> None:
+    """Make the terminal `path` this process's controlling one (a session of its own, opened
+    without O_NOCTTY), held as TERMINAL_FD: what a server started from a shell has on 0-2."""
+    if os.getsid(0) != os.getpid():
+        os.setsid()
+    fd = os.open(path, os.O_RDWR)
+    os.dup2(fd, TERMINAL_FD, inheritable=False)
+    os.close(fd)
 
 
 def _leak(paths: Sequence[str]) -> tuple[int, ...]:
@@ -163,6 +178,12 @@ def run(argv: Sequence[str]) -> int:
     from ..logline import install
 
     install(getattr(logging, str(args.log_level).upper(), logging.WARNING), tag="fs-notes target")
+    if args.terminal is not None:
+        _take_terminal(args.terminal)
+        if args.knockout != "os":
+            from ..sandbox.session import leave_terminal
+
+            leave_terminal()  # what serve does first (sandbox/session.py)
     binds = [(src, dst) for src, _, dst in (b.partition(":") for b in args.bind)]
     if binds:
         from .mountns import enter_private_binds

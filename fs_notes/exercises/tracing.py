@@ -45,6 +45,8 @@ CONFIG_METHOD = "x-fs-notes-exercise/config"
 #: The first fd number the target keeps a `--leak-fd` folder open as (target.py; the runner
 #: names it in the attack).
 LEAK_FD = 100
+#: The terminal a target started with --terminal holds (the one it was "started from").
+TERMINAL_FD = 99
 COMPROMISED_METHOD = "x-fs-notes-exercise/compromised"
 MAX_SCANNED = 4000
 
