@@ -18,6 +18,8 @@ Roles (one profile each, `seccomp.PROFILES`):
     unshare (refused by the first program in "server").
   * "write": the write worker (create and replace a note, from its own filter on).
   * "delete": the delete worker (remove a note, move a note between folders).
+  * "server-monitored": a root server, whose monitor starts its workers: "server" without the
+    workers' start (`NOT_MONITORED`): no execve, no id change, no Landlock domain of its own.
   * "monitor" / "monitor-chroot": a root server's monitor (sandbox/monitor.py), which starts
     its workers with the capabilities the server gave up; its list is the workers' start (as
     in "server") and their own calls (its filter stays under theirs). No socket(), no watch.
@@ -165,6 +167,14 @@ SERVER: Final[dict[str, str]] = {
     },
 }  # fmt: skip
 
+#: What a root server, whose monitor starts the workers (sandbox/monitor.py), no longer calls:
+#: it starts no process (its threads' clone stays; wait4 reaps the monitor, kill stays for
+#: psutil's sweep of a worker's children), changes no id, builds no Landlock domain.
+NOT_MONITORED: Final = frozenset({
+    "vfork", "execve", "setsid", "arch_prctl", "landlock_create_ruleset", "landlock_add_rule",
+    "landlock_restrict_self", "capset", "setresuid", "setresgid", "setuid", "setgid", "setgroups",
+})  # fmt: skip
+
 #: The server without Landlock: its chroot workers need these before their own filter.
 SERVER_CHROOT: Final[dict[str, str]] = {
     "chroot": "a chroot worker's chroot into its workspace (sandbox/chroot.py)",
@@ -271,7 +281,12 @@ COMMANDS: Final[dict[str, dict[int, str]]] = {
 def allowed(profile: Profile, network: Network = "none") -> dict[str, str]:
     """Every call `profile` may make (besides those the first program decides), with why."""
     out = dict(RUNTIME)
-    if profile in ("server", "server-chroot"):
+    if profile == "server-monitored":
+        out.update({n: why for n, why in SERVER.items() if n not in NOT_MONITORED})
+        if network == "none":
+            for name in ("socket", "connect", "sendmmsg", "recvmmsg"):
+                del out[name]
+    elif profile in ("server", "server-chroot"):
         out.update(SERVER)
         if network == "none":
             for name in ("socket", "connect", "sendmmsg", "recvmmsg"):
@@ -298,6 +313,7 @@ __all__ = [
     "COMMAND_ARG",
     "DELETE",
     "MONITOR",
+    "NOT_MONITORED",
     "RELAY",
     "RUNTIME",
     "SERVER",

@@ -80,7 +80,7 @@ from types import ModuleType
 from typing import Any, Final
 
 from fs_notes.sandbox.allowed import COMMAND_ARG, COMMANDS, allowed
-from fs_notes.sandbox.kinds import NETWORKS, PROFILES, Network, Profile
+from fs_notes.sandbox.kinds import NETWORKS, PROFILES, SERVER_PROFILES, Network, Profile
 
 PR_GET_SECCOMP: Final = 21
 PR_SET_NAME: Final = 15
@@ -170,6 +170,10 @@ DENIED: Final[dict[str, str]] = {
 EXTRA_DENIED: Final[dict[Profile, dict[str, str]]] = {
     "server": {"chroot": "chroot", "unshare": "namespaces"},
     "server-chroot": {},
+    "server-monitored": {
+        "chroot": "chroot", "unshare": "namespaces",
+        "execve": "starting programs (a root server's monitor starts its workers)",
+    },
     "delete": {
         "chroot": "chroot", "unshare": "namespaces",
         "execve": "starting programs", "execveat": "starting programs", "socket": "sockets",
@@ -336,7 +340,7 @@ def denied_for(profile: Profile, network: Network = "none") -> dict[str, str]:
         raise ValueError(f"unknown seccomp profile {profile!r}")
     if network not in NETWORKS:
         raise ValueError(f"unknown seccomp network {network!r}")
-    if network != "none" and profile not in ("server", "server-chroot"):
+    if network != "none" and profile not in SERVER_PROFILES:
         raise ValueError(f"a {profile} worker creates no socket")
     out = dict(DENIED)
     out.update(EXTRA_DENIED[profile])

@@ -38,7 +38,8 @@ Guarantees, when `confine_server` returns a report with `enforced=True`:
   every worker from a fixed request table; the server itself then holds no capability at all
   (effective, permitted, inheritable, ambient and bounding sets empty, securebits locked).
 - With or without Landlock, the server then loads its system-call filter (sandbox/seccomp.py,
-  profile "server", or "server-chroot" when the chroot workers will need chroot and unshare):
+  profile "server", or "server-chroot" when the chroot workers will need chroot and unshare, or,
+  as root, "server-monitored": its monitor starts the workers, so it may not even execve):
   no mode, owner, time or attribute change, link, node, mount, namespace, ptrace, keyring, bpf,
   IPC, memfd, execveat, terminal-injection or other-process prlimit call succeeds in it or in
   anything it starts; socket() only for the replay store's TCP (and DNS), none without a store.
@@ -561,11 +562,13 @@ def confine_server(
         caps = _limit_for_chroot_workers(http_port)
         done = SelfConfinement(False, None, reason, effective_caps=caps, view=seen, host=host)
         done = _separate(done, policy, by_path, "chroot", worker_programs)
-        return replace(done, seccomp=_filter("server-chroot", network), user_namespaces=userns)
+        profile: Profile = "server-chroot" if done.monitor_pid is None else "server-monitored"
+        return replace(done, seccomp=_filter(profile, network), user_namespaces=userns)
     done = _separate(apply(plan), policy, by_path, "landlock", worker_programs)
     for g in done.grants:
         log.debug("self-confinement rule: %s %s (%s)", g.path, ll.describe_fs(g.rights), g.why)
-    return replace(done, seccomp=_filter("server", network), view=seen, user_namespaces=userns)
+    profile = "server" if done.monitor_pid is None else "server-monitored"
+    return replace(done, seccomp=_filter(profile, network), view=seen, user_namespaces=userns)
 
 
 def _separate(

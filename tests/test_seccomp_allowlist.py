@@ -49,6 +49,9 @@ HARMLESS: dict[str, tuple[int, ...]] = {
     "wait4": (0x3FFFFFFF, 0, 0, 0),  # ECHILD (a worker starts nobody)
     "setitimer": (99, 0, 0),  # EINVAL
     "listen": (-1, 0),  # EBADF (a worker serves its channel only)
+    "setgroups": (-1, 0),  # EINVAL (a monitored root server changes no id)
+    "capset": (0, 0),  # EFAULT (no header)
+    "landlock_create_ruleset": (0, 0, 0xFFFF),  # EINVAL (an unknown flag)
 }
 
 #: per role: ten or more calls that only the allow-list refuses (none of them in seccomp.DENIED).
@@ -68,6 +71,10 @@ REFUSED_BY_DEFAULT: dict[str, tuple[str, ...]] = {
     ),
 }  # fmt: skip
 REFUSED_BY_DEFAULT["server-chroot"] = REFUSED_BY_DEFAULT["server"]
+# a root server whose monitor starts the workers: no id change, no Landlock domain of its own
+REFUSED_BY_DEFAULT["server-monitored"] = (
+    *REFUSED_BY_DEFAULT["server"], "setgroups", "capset", "landlock_create_ruleset",
+)  # fmt: skip
 # the monitor starts and stops workers; it watches, serves and maps nothing else
 REFUSED_BY_DEFAULT["monitor"] = (
     *REFUSED_BY_DEFAULT["server"][:10], "inotify_init1", "listen", "vmsplice", "setitimer",
@@ -230,6 +237,11 @@ def test_the_workers_lists_are_narrower_than_the_servers() -> None:
     assert "socket" not in allowed.allowed("server", "none")  # stdio, no store: no socket()
     assert "socket" in allowed.allowed("server", "tcp")
     assert {"chroot", "unshare"} <= set(allowed.allowed("server-chroot"))
+    # a root server, whose monitor starts the workers, starts nothing and changes no id
+    monitored = set(allowed.allowed("server-monitored", "tcp"))
+    assert not monitored & allowed.NOT_MONITORED
+    assert monitored < set(allowed.allowed("server", "tcp"))
+    assert {"clone", "wait4", "kill", "socket", "inotify_init1", "accept4"} <= monitored
     assert not {"chroot", "unshare"} & server
     with pytest.raises(ValueError):
         allowed.allowed("nope")  # type: ignore[arg-type]
