@@ -148,7 +148,7 @@ def report(*, allow_unconfined: bool = False) -> dict[str, Any]:
         "available": why is None,
         "reason": why,
         # what serve loads (unless --no-self-confine) and what each worker loads
-        "server_profile": "server" if host.landlock_enforced else "server-chroot",
+        "server_profile": "server",
         "denied": {p: sorted(seccomp.denied_for(p)) for p in seccomp.PROFILES},
         # everything else is refused (ENOSYS, and the kernel logs it): sandbox/allowed.py
         "allowed": {p: sorted(allowed(p)) for p in seccomp.PROFILES},

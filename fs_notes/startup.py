@@ -82,9 +82,14 @@ def _confinement(done: SelfConfinement | None) -> list[str]:
     if done.effective_caps is not None:
         lines.append(f"self-confinement: effective capabilities {done.effective_caps:#x}")
     if done.monitor_pid is not None:
+        kept = (
+            f"which alone keeps their capabilities ({done.monitor_caps:#x})"
+            if done.monitor_caps
+            else "which holds no capability either"
+        )
         lines.append(
             f"self-confinement: workers are started by the monitor (pid {done.monitor_pid}), "
-            f"which alone keeps their capabilities ({done.monitor_caps or 0:#x})"
+            f"{kept}; the server itself may start nothing"
         )
     if done.view is not None and not done.view.get("enforced"):
         from .sandbox.view import regular_user_without_view

@@ -11,18 +11,15 @@ them with `journalctl -k` or `dmesg`, and CI fails on any that a test did not ma
 (`.ci/seccomp-log`).
 
 Roles (one profile each, `seccomp.PROFILES`):
-  * "server" / "server-chroot": the server process and its threads, after its own confinement.
-    Its list also covers what its workers do between their start (fork and exec of the
-    interpreter, which inherits the server's filter) and their own filter: loading the
-    interpreter, Landlock, becoming the folder's owner, and for "server-chroot" chroot and
-    unshare (refused by the first program in "server").
+  * "server": the server process and its threads, after its own confinement. It starts no
+    process: its monitor does (sandbox/monitor.py), so execve is refused to it by name.
+  * "monitor" / "monitor-chroot": the server's monitor, which starts its workers (as root, with
+    the capabilities the server gave up); its list is the workers' start (`WORKER_START`: fork
+    and exec of the interpreter, loading it, Landlock, becoming the folder's owner; and, without
+    Landlock, chroot and unshare) and their own calls (its filter stays under theirs). No
+    socket(), no file watch, no listening.
   * "write": the write worker (create and replace a note, from its own filter on).
   * "delete": the delete worker (remove a note, move a note between folders).
-  * "server-monitored": a root server, whose monitor starts its workers: "server" without the
-    workers' start (`NOT_MONITORED`): no execve, no id change, no Landlock domain of its own.
-  * "monitor" / "monitor-chroot": a root server's monitor (sandbox/monitor.py), which starts
-    its workers with the capabilities the server gave up; its list is the workers' start (as
-    in "server") and their own calls (its filter stays under theirs). No socket(), no watch.
   * "relay": the process a server is started as, when it goes on below it (sandbox/session.py:
     the private view's first process, a session of its own): it passes signals on and waits.
     Its list is not `RUNTIME`: it opens nothing, reads nothing, starts nothing.
@@ -118,13 +115,12 @@ RUNTIME: Final[dict[str, str]] = {
     **{n: "ending" for n in ("exit", "exit_group")},
 }  # fmt: skip
 
-#: Starting workers (the server that starts its own; a root server's monitor), and what each
-#: worker does between its exec and its own filter, under the filter of the process that
-#: started it (sandbox/worker.py).
+#: Starting workers (the monitor, sandbox/monitor.py), and what each worker does between its
+#: exec and its own filter, under the filter of the process that started it (sandbox/worker.py).
 WORKER_START: Final[dict[str, str]] = {
     **{
-        n: "starting its threads and workers (namespace flags refused: seccomp.CLONE_NAMESPACES; "
-        "clone3 answers ENOSYS, so the C library uses clone)"
+        n: "starting its workers (namespace flags refused: seccomp.CLONE_NAMESPACES; clone3 "
+        "answers ENOSYS, so the C library uses clone)"
         for n in ("clone", "clone3", "vfork")
     },
     "execve": "starting its workers (the interpreter: what it may run is Landlock's business)",
@@ -146,16 +142,27 @@ WORKER_START: Final[dict[str, str]] = {
     "renameat2": "a worker moving a note (sandbox/worker.py), before its own filter",
 }  # fmt: skip
 
-#: The server, after its own confinement (and each worker it starts, until its own filter).
+#: The server, after its own confinement. It starts no process (its monitor starts the workers:
+#: no execve, setsid, id change or Landlock domain of its own here).
 SERVER: Final[dict[str, str]] = {
-    **WORKER_START,
+    **{
+        n: "starting its threads (namespace flags refused: seccomp.CLONE_NAMESPACES; clone3 "
+        "answers ENOSYS, so the C library uses clone)"
+        for n in ("clone", "clone3")
+    },
+    **{n: "reaping its monitor, should it end" for n in ("wait4", "waitid")},
+    **{
+        n: "signals to its own threads, and psutil's sweep of a stopped worker's children "
+        "(signals cannot leave its Landlock domain)"
+        for n in ("kill", "tgkill")
+    },
     **{
         n: "the live notes: which folders changed (fs_notes/fs/watch.py)"
         for n in ("inotify_init1", "inotify_add_watch", "inotify_rm_watch")
     },
     **{
         n: "the replay database's journal and its folder (SQLite's -wal, -shm, -journal)"
-        for n in ("unlink", "unlinkat", "rename", "renameat", "mkdir", "mkdirat")
+        for n in ("unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat")
     },
     **{
         n: "serving HTTP on the socket made before confinement"
@@ -167,16 +174,8 @@ SERVER: Final[dict[str, str]] = {
     },
 }  # fmt: skip
 
-#: What a root server, whose monitor starts the workers (sandbox/monitor.py), no longer calls:
-#: it starts no process (its threads' clone stays; wait4 reaps the monitor, kill stays for
-#: psutil's sweep of a worker's children), changes no id, builds no Landlock domain.
-NOT_MONITORED: Final = frozenset({
-    "vfork", "execve", "setsid", "arch_prctl", "landlock_create_ruleset", "landlock_add_rule",
-    "landlock_restrict_self", "capset", "setresuid", "setresgid", "setuid", "setgid", "setgroups",
-})  # fmt: skip
-
-#: The server without Landlock: its chroot workers need these before their own filter.
-SERVER_CHROOT: Final[dict[str, str]] = {
+#: The monitor without Landlock: its chroot workers need these before their own filter.
+MONITOR_CHROOT: Final[dict[str, str]] = {
     "chroot": "a chroot worker's chroot into its workspace (sandbox/chroot.py)",
     "unshare": "a regular user's chroot worker's user namespace (sandbox/chroot.py)",
 }
@@ -198,8 +197,8 @@ DELETE: Final[dict[str, str]] = {
 }
 
 
-#: A root server's monitor (sandbox/monitor.py): it starts, reaps and kills workers, and its
-#: filter is stacked under each worker's, so the workers' own calls are on its list too.
+#: The monitor (sandbox/monitor.py): it starts, reaps and kills workers, and its filter is
+#: stacked under each worker's, so the workers' own calls are on its list too.
 MONITOR: Final[dict[str, str]] = {
     **WORKER_START,
     **{f"{n}": f"a worker's own call, under the monitor's filter too: {why}"
@@ -281,18 +280,11 @@ COMMANDS: Final[dict[str, dict[int, str]]] = {
 def allowed(profile: Profile, network: Network = "none") -> dict[str, str]:
     """Every call `profile` may make (besides those the first program decides), with why."""
     out = dict(RUNTIME)
-    if profile == "server-monitored":
-        out.update({n: why for n, why in SERVER.items() if n not in NOT_MONITORED})
-        if network == "none":
-            for name in ("socket", "connect", "sendmmsg", "recvmmsg"):
-                del out[name]
-    elif profile in ("server", "server-chroot"):
+    if profile == "server":
         out.update(SERVER)
         if network == "none":
             for name in ("socket", "connect", "sendmmsg", "recvmmsg"):
                 del out[name]
-        if profile == "server-chroot":
-            out.update(SERVER_CHROOT)
     elif profile == "write":
         out.update(WRITE)
     elif profile == "delete":
@@ -300,7 +292,7 @@ def allowed(profile: Profile, network: Network = "none") -> dict[str, str]:
     elif profile in ("monitor", "monitor-chroot"):
         out.update(MONITOR)
         if profile == "monitor-chroot":
-            out.update(SERVER_CHROOT)
+            out.update(MONITOR_CHROOT)
     elif profile == "relay":
         return dict(RELAY)
     else:
@@ -313,11 +305,10 @@ __all__ = [
     "COMMAND_ARG",
     "DELETE",
     "MONITOR",
-    "NOT_MONITORED",
+    "MONITOR_CHROOT",
     "RELAY",
     "RUNTIME",
     "SERVER",
-    "SERVER_CHROOT",
     "WORKER_START",
     "WRITE",
     "allowed",

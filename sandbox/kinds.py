@@ -17,16 +17,10 @@ KINDS: Final[tuple[Kind, ...]] = ("delete", "write")
 MODES: Final[tuple[Mode, ...]] = ("landlock", "chroot", "none")
 
 #: A process's role, as its system-call filter knows it (sandbox/seccomp.py, sandbox/allowed.py).
-Profile = Literal[
-    "server", "server-chroot", "server-monitored", "delete", "write", "relay", "monitor",
-    "monitor-chroot",
-]
+Profile = Literal["server", "delete", "write", "relay", "monitor", "monitor-chroot"]
 PROFILES: Final[tuple[Profile, ...]] = (
-    "server", "server-chroot", "server-monitored", "delete", "write", "relay", "monitor",
-    "monitor-chroot",
+    "server", "delete", "write", "relay", "monitor", "monitor-chroot"
 )  # fmt: skip
-#: The servers' profiles (the ones that may create a socket, for the replay store).
-SERVER_PROFILES: Final[tuple[Profile, ...]] = ("server", "server-chroot", "server-monitored")
 
 #: What socket() a server may still call after start-up (a worker: none, its socket() is refused
 #: by name). "none": the server creates no socket (its HTTP listener is made before confinement,
@@ -37,7 +31,4 @@ SERVER_PROFILES: Final[tuple[Profile, ...]] = ("server", "server-chroot", "serve
 Network = Literal["none", "tcp", "tcp+dns"]
 NETWORKS: Final[tuple[Network, ...]] = ("none", "tcp", "tcp+dns")
 
-__all__ = [
-    "KINDS", "MODES", "NETWORKS", "PROFILES", "SERVER_PROFILES", "Kind", "Mode", "Network",
-    "Profile",
-]  # fmt: skip
+__all__ = ["KINDS", "MODES", "NETWORKS", "PROFILES", "Kind", "Mode", "Network", "Profile"]

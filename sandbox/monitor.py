@@ -1,14 +1,18 @@
-"""The monitor: a root server's one privileged process, and the few requests it answers.
+"""The monitor: the process that starts a server's workers, and the few requests it answers.
 
-A server started as root needs capabilities for one thing after start-up: starting its workers,
-which become a folder's owner (CAP_SETUID, CAP_SETGID) or, in a root-owned folder, keep what
-deleting and replacing other users' files needs (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN; and
-CAP_SETPCAP to shed the rest). So at start-up, once its Landlock domain (or, without Landlock,
-its capability limit) is in force and before its own system-call filter, the server forks this
-monitor, which keeps those capabilities; the server itself then drops every capability
-(effective, permitted, inheritable, ambient and bounding sets empty, securebits locked so no
-exec brings root's back) and asks the monitor for each worker. OpenSSH's privilege separation is
-the model: a fixed table of requests, each checked, nothing else.
+Every self-confined server forks one, so that the server itself starts nothing after start-up
+(its filter, "server", refuses execve): the monitor's filter allows starting the
+interpreter, the server's does not. For a regular user's server that is all it is (it holds no
+capability; the workers run as the user). For a root server it is also the privilege
+separation: a server started as root needs capabilities for one thing after start-up, starting
+its workers, which become a folder's owner (CAP_SETUID, CAP_SETGID) or, in a root-owned folder,
+keep what deleting and replacing other users' files needs (CAP_DAC_OVERRIDE, CAP_FOWNER,
+CAP_CHOWN; and CAP_SETPCAP to shed the rest). So at start-up, once its Landlock domain (or,
+without Landlock, its capability limit) is in force and before its own system-call filter, the
+server forks this monitor, which keeps those capabilities; the server itself then drops every
+capability (effective, permitted, inheritable, ambient and bounding sets empty, securebits
+locked so no exec brings root's back) and asks the monitor for each worker. OpenSSH's privilege
+separation is the model: a fixed table of requests, each checked, nothing else.
 
 Guarantees:
 - The requests are `REQUESTS` and nothing else: "start" a worker, "poll" one it started, "kill"
@@ -35,8 +39,8 @@ Does not:
 - Protect a workspace from the server: the server may still ask for a worker of every kind the
   policy uses there, and tell it what to delete or write (the worker's own checks and the
   server's layers 1 and 2 decide what is allowed).
-- Exist for a server that is not root (it has no capability to separate; its workers run as its
-  own user) or that was started with --no-self-confine (which keeps every capability, warned).
+- Exist for a server started with --no-self-confine (which starts its workers itself and, as
+  root, keeps every capability, warned).
 - Keep the server from killing the monitor (same uid, same Landlock domain): that stops its
   workers, and with them every change, which fails closed.
 """

@@ -56,10 +56,11 @@ What it does NOT guarantee (decided, not overlooked):
     as root), the chroot workers' chroot does for them; elsewhere existence can leak.
   * The deny-list alone would be a default of ALLOW; what makes it default-deny is the second
     program: a call nobody listed in sandbox/allowed.py (a new kernel's new one too) is ENOSYS.
-  * The server's `execve` stays (it starts its workers by fork and exec of the interpreter, after
-    its own confinement); seccomp cannot read the path, so what it may run is Landlock's
-    business (the interpreter and its ELF loader only); without Landlock ("server-chroot") the
-    server can still run any file it can read. The workers refuse execve.
+  * The monitor's `execve` stays (it starts the workers by fork and exec of the interpreter,
+    after the server's confinement); seccomp cannot read the path, so what it may run is
+    Landlock's business (the interpreter and its ELF loader only); without Landlock
+    ("monitor-chroot") it can still run any file it can read. The server and the workers refuse
+    execve.
   * The replay store's server may still send UDP where the store is named by host name (DNS):
     Landlock does not mediate UDP, and a server that reaches the store keeps the host's network
     (only a server with no store and no HTTP gets an empty network namespace, as root).
@@ -80,7 +81,7 @@ from types import ModuleType
 from typing import Any, Final
 
 from fs_notes.sandbox.allowed import COMMAND_ARG, COMMANDS, allowed
-from fs_notes.sandbox.kinds import NETWORKS, PROFILES, SERVER_PROFILES, Network, Profile
+from fs_notes.sandbox.kinds import NETWORKS, PROFILES, Network, Profile
 
 PR_GET_SECCOMP: Final = 21
 PR_SET_NAME: Final = 15
@@ -168,11 +169,9 @@ DENIED: Final[dict[str, str]] = {
 
 #: What each profile denies besides `DENIED`.
 EXTRA_DENIED: Final[dict[Profile, dict[str, str]]] = {
-    "server": {"chroot": "chroot", "unshare": "namespaces"},
-    "server-chroot": {},
-    "server-monitored": {
+    "server": {
         "chroot": "chroot", "unshare": "namespaces",
-        "execve": "starting programs (a root server's monitor starts its workers)",
+        "execve": "starting programs (its monitor starts the workers)",
     },
     "delete": {
         "chroot": "chroot", "unshare": "namespaces",
@@ -340,11 +339,11 @@ def denied_for(profile: Profile, network: Network = "none") -> dict[str, str]:
         raise ValueError(f"unknown seccomp profile {profile!r}")
     if network not in NETWORKS:
         raise ValueError(f"unknown seccomp network {network!r}")
-    if network != "none" and profile not in SERVER_PROFILES:
+    if network != "none" and profile != "server":
         raise ValueError(f"a {profile} worker creates no socket")
     out = dict(DENIED)
     out.update(EXTRA_DENIED[profile])
-    if profile in ("server-chroot", "monitor-chroot"):
+    if profile == "monitor-chroot":
         out.pop("chroot", None)
         out.pop("unshare", None)
     if network == "none":
@@ -463,7 +462,7 @@ def install(profile: Profile, network: Network = "none", *, name: str | None = N
 
 def name_of(profile: Profile) -> str:
     """The process name (at most 15 bytes) a filter of `profile` gives its process."""
-    return "fs-notes-server" if profile.startswith("server") else f"fs-notes-{profile}"[:15]
+    return f"fs-notes-{profile}"[:15]
 
 
 def status() -> int:

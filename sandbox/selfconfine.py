@@ -38,8 +38,7 @@ Guarantees, when `confine_server` returns a report with `enforced=True`:
   every worker from a fixed request table; the server itself then holds no capability at all
   (effective, permitted, inheritable, ambient and bounding sets empty, securebits locked).
 - With or without Landlock, the server then loads its system-call filter (sandbox/seccomp.py,
-  profile "server", or "server-chroot" when the chroot workers will need chroot and unshare, or,
-  as root, "server-monitored": its monitor starts the workers, so it may not even execve):
+  profile "server"; its monitor starts the workers, so it may not even execve):
   no mode, owner, time or attribute change, link, node, mount, namespace, ptrace, keyring, bpf,
   IPC, memfd, execveat, terminal-injection or other-process prlimit call succeeds in it or in
   anything it starts; socket() only for the replay store's TCP (and DNS), none without a store.
@@ -562,13 +561,11 @@ def confine_server(
         caps = _limit_for_chroot_workers(http_port)
         done = SelfConfinement(False, None, reason, effective_caps=caps, view=seen, host=host)
         done = _separate(done, policy, by_path, "chroot", worker_programs)
-        profile: Profile = "server-chroot" if done.monitor_pid is None else "server-monitored"
-        return replace(done, seccomp=_filter(profile, network), user_namespaces=userns)
+        return replace(done, seccomp=_filter("server", network), user_namespaces=userns)
     done = _separate(apply(plan), policy, by_path, "landlock", worker_programs)
     for g in done.grants:
         log.debug("self-confinement rule: %s %s (%s)", g.path, ll.describe_fs(g.rights), g.why)
-    profile = "server" if done.monitor_pid is None else "server-monitored"
-    return replace(done, seccomp=_filter(profile, network), view=seen, user_namespaces=userns)
+    return replace(done, seccomp=_filter("server", network), view=seen, user_namespaces=userns)
 
 
 def _separate(
@@ -578,12 +575,11 @@ def _separate(
     mode: Mode,
     programs: Sequence[str],
 ) -> SelfConfinement:
-    """A root server forks its monitor (sandbox/monitor.py), which keeps the capabilities its
-    workers need, and then holds none itself: effective, permitted, inheritable, ambient and
-    bounding sets emptied, the securebits locked (no exec regains root's). Not root: as it is
-    (its workers run as its own user; it has no capability left to separate)."""
-    if os.geteuid() != 0:
-        return done
+    """The server forks its monitor (sandbox/monitor.py), which starts its workers from now on,
+    so the server itself starts nothing (its filter refuses execve). As root the monitor keeps
+    the capabilities the workers need and the server then holds none: effective, permitted,
+    inheritable, ambient and bounding sets emptied, the securebits locked (no exec regains
+    root's). A regular user's server has none to drop (its workers run as its own user)."""
     from fs_notes.sandbox import monitor
     from fs_notes.sandbox.process import capabilities, drop_capabilities, worker_user
 
@@ -610,7 +606,7 @@ def _separate(
                     )
                 kinds |= seen.kinds
             folders[key] = monitor.Folder(user, ws.symlinks, kinds)
-            if st.st_uid != 0 and st.st_mode & 0o005 != 0o005:
+            if os.geteuid() == 0 and st.st_uid != 0 and st.st_mode & 0o005 != 0o005:
                 log.warning(
                     "workspace %s: the server holds no capability once confined and reads by "
                     "mode bits; its folder belongs to uid %d with mode %o, which it cannot list "
@@ -622,7 +618,8 @@ def _separate(
             programs=programs,
         )  # fmt: skip
         kept = capabilities()[0]
-        drop_capabilities(frozenset())
+        if os.geteuid() == 0:
+            drop_capabilities(frozenset())
     except OSError as exc:
         raise SelfConfinementFailed(f"the monitor could not be started: {exc}") from None
     return replace(

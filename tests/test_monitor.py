@@ -1,11 +1,13 @@
-"""A root server holds nothing: its monitor starts the workers (sandbox/monitor.py; issue 26, 3).
+"""A server starts nothing and a root server holds nothing: its monitor starts the workers.
+
+(sandbox/monitor.py; issue 26 items 1 and 3.)
 
 Each test confines a child exactly as `serve` does (`confine_server`), as root: the server must
 then hold no capability at all, its monitor only the workers', and the monitor must answer its
 request table and nothing else, whatever code in the server sends it. The positive controls: the
 same process could become another user before it confined itself, and after every refusal a
 well-formed request still starts a worker that does its job. In the regular-user pass the
-server has no monitor (it has no capability to separate) and starts its workers itself.
+server has a monitor too (so it starts nothing itself), which holds no capability either.
 """
 
 from __future__ import annotations
@@ -117,12 +119,20 @@ if m is not None:
     )
     new = ws / "new.md"
     assert new.read_text() == "# New\n"
-    if not root:  # nothing to separate: no monitor, no capability, workers started by itself
-        assert out["server"]["has_monitor"] is False and out["server"]["monitor_pid"] is None
+    if not root:  # a monitor too, so the server starts nothing; no capability anywhere
+        assert out["server"]["has_monitor"] is True
         assert out["server"]["caps"]["CapEff"] == 0 and out["server"]["caps"]["CapPrm"] == 0
+        assert out["server"]["setuid"] == "ENOSYS"
+        told = out["monitor"]
+        assert (told["uid"], told["effective_caps"], told["permitted_caps"]) == (
+            os.geteuid(), 0, 0,
+        )  # fmt: skip
+        assert told["seccomp"] == 2 and told["no_new_privs"] is True and told["workers"] == []
+        assert told["profile"] == ("monitor" if _landlock() else "monitor-chroot")
         # (a regular user's chroot worker is uid 0 of a user namespace of its own)
         me = os.geteuid() if _landlock() else 0
-        assert out["started_by_monitor"] is False and out["worker_uid"] == me
+        assert out["started_by_monitor"] is True and out["worker_uid"] == me
+        assert out["after_close"] == []
         return
     kept = sum(1 << c for c in SERVER_CAPABILITIES)
     if not _landlock():
@@ -161,10 +171,7 @@ def _landlock() -> bool:
 def test_the_monitor_refuses_every_request_outside_its_table_and_keeps_nothing_sent_with_one(
     folders: tuple[Path, Path],
 ) -> None:
-    if not _root_or_unprivileged():
-        out = run_child(SETUP + 'out["monitor"] = m is None\n', *map(str, folders))
-        assert out["monitor"] is True  # a regular user's server has none to ask
-        return
+    _root_or_unprivileged()  # a regular user's server has a monitor too: the same refusals
     ws, outside = folders
     out = run_child(
         SETUP
@@ -283,8 +290,7 @@ time.sleep(60)
 
 
 def test_the_monitor_and_its_workers_end_with_the_server(folders: tuple[Path, Path]) -> None:
-    if not _root_or_unprivileged():
-        return  # no monitor (the test above proves it); the workers' end: test_sandbox_supervisor
+    _root_or_unprivileged()
     ws, outside = folders
     proc = subprocess.Popen(
         [sys.executable, "-c", "import time\n" + KILLED, str(ws), str(outside)],

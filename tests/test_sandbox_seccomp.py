@@ -169,10 +169,7 @@ def test_a_compromised_server_changes_nothing_outside_after_confinement(
     before = _state(secret)
     result = _run(SERVER, str(ws), str(secret), str(scratch), str(victim.pid))
     assert result["landlock"] is landlock
-    # a root server's monitor starts the workers: its filter has no execve (sandbox/monitor.py)
-    unmonitored = "server" if landlock else "server-chroot"
-    monitored = os.geteuid() == 0
-    assert result["seccomp"]["profile"] == ("server-monitored" if monitored else unmonitored)
+    assert result["seccomp"]["profile"] == "server"  # its monitor starts the workers
     for name, outcome in result["control"].items():
         if name not in NO_CONTROL:
             assert outcome == "ok", (name, result["control"])  # the attack works unconfined
@@ -307,13 +304,12 @@ def test_each_profile_refuses_its_list_and_still_lets_the_process_work(
 
 def test_the_lists_say_why_for_every_call_and_the_profiles_differ_only_where_documented() -> None:
     assert all(isinstance(why, str) and why for why in seccomp.DENIED.values())
-    assert {"chroot", "unshare"} <= set(seccomp.denied_for("server"))
-    assert not {"chroot", "unshare"} & set(seccomp.denied_for("server-chroot"))
-    no_exec = {"chroot", "unshare", "execve", "execveat"}
-    assert no_exec <= set(seccomp.denied_for("server-monitored"))
+    # the server starts nothing (its monitor does), the monitor without Landlock chroots
+    assert {"chroot", "unshare", "execve", "execveat"} <= set(seccomp.denied_for("server"))
+    assert not {"chroot", "unshare"} & set(seccomp.denied_for("monitor-chroot"))
     for kind in ("delete", "write"):
         assert {"execve", "execveat", "socket"} <= set(seccomp.denied_for(kind))
-    assert "execve" not in seccomp.denied_for("server")  # it starts the workers
+    assert "execve" not in seccomp.denied_for("monitor")  # it starts the workers
     with pytest.raises(ValueError):
         seccomp.denied_for("nope")  # type: ignore[arg-type]
 

@@ -56,10 +56,11 @@ HARMLESS: dict[str, tuple[int, ...]] = {
 
 #: per role: ten or more calls that only the allow-list refuses (none of them in seccomp.DENIED).
 REFUSED_BY_DEFAULT: dict[str, tuple[str, ...]] = {
-    "server": (
+    "server": (  # its monitor starts the workers: no id change, no Landlock domain of its own
         "syslog", "sethostname", "setdomainname", "name_to_handle_at", "fanotify_init",
         "io_setup", "pidfd_open", "pidfd_send_signal", "mlockall", "timer_create",
-        "process_madvise", "vmsplice", "setitimer",
+        "process_madvise", "vmsplice", "setitimer", "setgroups", "capset",
+        "landlock_create_ruleset",
     ),
     "write": (
         "syslog", "sethostname", "name_to_handle_at", "fanotify_init", "io_setup",
@@ -70,11 +71,7 @@ REFUSED_BY_DEFAULT: dict[str, tuple[str, ...]] = {
         "pidfd_open", "mlockall", "timer_create", "inotify_init1", "kill", "wait4", "listen",
     ),
 }  # fmt: skip
-REFUSED_BY_DEFAULT["server-chroot"] = REFUSED_BY_DEFAULT["server"]
-# a root server whose monitor starts the workers: no id change, no Landlock domain of its own
-REFUSED_BY_DEFAULT["server-monitored"] = (
-    *REFUSED_BY_DEFAULT["server"], "setgroups", "capset", "landlock_create_ruleset",
-)  # fmt: skip
+
 # the monitor starts and stops workers; it watches, serves and maps nothing else
 REFUSED_BY_DEFAULT["monitor"] = (
     *REFUSED_BY_DEFAULT["server"][:10], "inotify_init1", "listen", "vmsplice", "setitimer",
@@ -236,13 +233,13 @@ def test_the_workers_lists_are_narrower_than_the_servers() -> None:
         assert mine - server <= {"renameat2"} | set(allowed.WRITE) | set(allowed.DELETE)
     assert "socket" not in allowed.allowed("server", "none")  # stdio, no store: no socket()
     assert "socket" in allowed.allowed("server", "tcp")
-    assert {"chroot", "unshare"} <= set(allowed.allowed("server-chroot"))
-    # a root server, whose monitor starts the workers, starts nothing and changes no id
-    monitored = set(allowed.allowed("server-monitored", "tcp"))
-    assert not monitored & allowed.NOT_MONITORED
-    assert monitored < set(allowed.allowed("server", "tcp"))
-    assert {"clone", "wait4", "kill", "socket", "inotify_init1", "accept4"} <= monitored
-    assert not {"chroot", "unshare"} & server
+    assert {"chroot", "unshare"} <= set(allowed.allowed("monitor-chroot"))
+    assert not {"chroot", "unshare"} & (server | set(allowed.allowed("monitor")))
+    # the server's monitor starts the workers: the server starts nothing and changes no id
+    assert not server & {"vfork", "execve", "setsid", "capset", "setresuid", "setgroups",
+                         "arch_prctl", "landlock_restrict_self"}  # fmt: skip
+    assert {"clone", "wait4", "kill", "inotify_init1", "accept4"} <= server
+    assert set(allowed.WORKER_START) <= set(allowed.allowed("monitor"))
     with pytest.raises(ValueError):
         allowed.allowed("nope")  # type: ignore[arg-type]
 

@@ -57,7 +57,7 @@ def test_the_summary_names_workspace_principal_guards_and_where_the_state_is(
     assert len(user) == 1 and user[0].endswith(" (stdio): notes: delete, read, write")
     assert any(m.startswith("the server confined itself: Landlock ABI ") for m in info)
     seccomp_line = (
-        r"self-confinement: seccomp profile server(-monitored)?, \d+ system calls refused by name, "
+        r"self-confinement: seccomp profile server, \d+ system calls refused by name, "
         r"every call but \d+ refused by default"
     )
     assert any(re.fullmatch(seccomp_line, m) for m in info), info
