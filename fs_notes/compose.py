@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import sqlite3
+import stat
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
@@ -130,6 +132,7 @@ def _state_dir(state: StatePaths) -> str:
             os.makedirs(folder, mode=0o700, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"{where}: {exc.strerror}") from None
+    _private(folder, where)
     try:
         kind = NETWORK_FILESYSTEMS.get(filesystem_type(os.path.realpath(folder)))
     except OSError as exc:
@@ -140,6 +143,24 @@ def _state_dir(state: StatePaths) -> str:
             "on a local disk (docs/deploy.md)"
         )
     return folder
+
+
+def _private(folder: str, where: str) -> None:
+    """As ssh wants the folder of its keys: this user's, and no one else may write in it (the
+    replay database, the key ring and the search indexes live there); ConfigError with the fix."""
+    try:
+        st = os.stat(folder)
+    except OSError as exc:
+        raise ConfigError(f"{where}: {exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{where} is not a folder")
+    if st.st_uid != os.geteuid():
+        raise ConfigError(f"{where} belongs to another user (uid {st.st_uid}): use one of yours")
+    if st.st_mode & 0o022:
+        raise ConfigError(
+            f"{where} can be written by the group or others (mode {stat.S_IMODE(st.st_mode):04o});"
+            f" fix it with: chmod go-w {shlex.quote(folder)}"
+        )
 
 
 def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> ConfirmParts:
@@ -164,6 +185,8 @@ def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> Confi
     try:
         if path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+        if state.state_dir is not None:
+            _private(state.state_dir, f"--state-dir {state.state_dir}")
         if policy is not None:  # each principal's quota fits whatever the others hold
             per = policy.limits.nonces_per_principal
             rows = max(MAX_ROWS, per * len(policy.principals))

@@ -4,10 +4,11 @@ reads a key, or the policy, which decides who may do what where.
 Guarantees: the file is opened once, without following a FIFO into a hang (O_NONBLOCK) or
 taking a terminal (O_NOCTTY), and is read only if it is a regular file owned by this user or by
 root, that neither the group nor others can write; a secret also must not be readable (or
-executable) by others (`read_secret_file`), while a policy, which holds only token hashes, may
-be (`read_trusted_file`); at most `limit` bytes are read. Every refusal is a `SecretFileError`
-whose message says what is wrong and, for a mode that is too open, how to fix it (`chmod 600
-FILE`, the name shell-quoted); the caller puts the option and the file's name in front.
+executable) by the group or others: 0600 or stricter (`read_secret_file`), while a policy, which
+holds only token hashes, may be (`read_trusted_file`); at most `limit` bytes are read. Every
+refusal is a `SecretFileError` whose message says what is wrong and, for a mode that is too
+open, how to fix it (`chmod 600 FILE`, the name shell-quoted); the caller puts the option and
+the file's name in front.
 
 Does not: keep the secret out of memory, lock the file, or check the folders above it (a
 folder others can write in lets them replace the file; that is the operator's to keep).
@@ -19,7 +20,9 @@ import os
 import shlex
 import stat
 
-OPEN_TO_OTHERS = stat.S_IRWXO | stat.S_IWGRP
+#: A secret is as private as ssh wants a key: no bit for the group or others (issue 27 item 4;
+#: until then a group-readable 0640 was accepted).
+OPEN_TO_OTHERS = stat.S_IRWXG | stat.S_IRWXO
 WRITABLE_BY_OTHERS = stat.S_IWOTH | stat.S_IWGRP
 
 
@@ -28,7 +31,8 @@ class SecretFileError(Exception):
 
 
 def read_secret_file(path: str, *, limit: int) -> bytes:
-    return _read_checked(path, limit, OPEN_TO_OTHERS, "readable or writable by others", "600")
+    what = "readable or writable by the group or others"
+    return _read_checked(path, limit, OPEN_TO_OTHERS, what, "600")
 
 
 def read_trusted_file(path: str, *, limit: int) -> bytes:

@@ -171,7 +171,7 @@ def test_a_policy_naming_a_missing_folder_names_the_workspace_and_the_path(
     assert result.stderr == f'fs-notes: workspace "team" ({tmp_path}/gone): does not exist\n'
 
 
-@pytest.mark.parametrize("mode", [0o644, 0o604, 0o620, 0o666])
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o620, 0o666, 0o640])
 def test_a_token_file_others_can_read_is_refused_saying_how_to_fix_it(
     tmp_path: Path, mode: int
 ) -> None:
@@ -181,7 +181,7 @@ def test_a_token_file_others_can_read_is_refused_saying_how_to_fix_it(
     result = _run("serve", str(tmp_path), "--http", "127.0.0.1:0", "--token-file", str(token))
     assert result.returncode == 2
     assert result.stderr == (
-        f"fs-notes: --token-file {token}: readable or writable by others "
+        f"fs-notes: --token-file {token}: readable or writable by the group or others "
         f"(mode {mode:04o}); fix it with: chmod 600 {token}\n"
     )
     token.chmod(0o600)  # positive control: the same file, private, gets past the check
@@ -225,7 +225,8 @@ def test_a_bare_hex_secret_is_a_state_key_ring_and_an_open_one_is_refused(
     refused = _run(*args)
     assert refused.returncode == 2
     assert refused.stderr == (
-        f"fs-notes: --state-key-file {keys}: readable or writable by others (mode 0644); "
+        f"fs-notes: --state-key-file {keys}: readable or writable by the group or others "
+        "(mode 0644); "
         f"fix it with: chmod 600 {keys}\n"
     )
     keys.chmod(0o600)

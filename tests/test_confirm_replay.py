@@ -357,7 +357,7 @@ def test_a_kept_key_file_that_others_can_read_stops_the_start(tmp_path: Path) ->
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr == (
-        f"fs-notes: the state key file kept at {kept}: readable or writable by others "
+        f"fs-notes: the state key file kept at {kept}: readable or writable by the group or others "
         f"(mode 0644); fix it with: chmod 600 {kept}\n"
     )
 

@@ -396,8 +396,8 @@ def test_two_instances_given_the_same_key_file_accept_each_others_state(tmp_path
     assert sealer(ring=ring2).open(old_token, expect=expect())
 
 
-@pytest.mark.parametrize("mode", [0o644, 0o604, 0o620, 0o666, 0o601])
-def test_a_key_file_readable_by_others_or_group_writable_is_refused(
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o620, 0o666, 0o601, 0o640, 0o610])
+def test_a_key_file_readable_by_the_group_or_others_is_refused(
     tmp_path: Path, mode: int
 ) -> None:
     f = _key_file(tmp_path / "state.key", f"k1:{_b64(KEY_A)}\n", mode)
@@ -405,9 +405,11 @@ def test_a_key_file_readable_by_others_or_group_writable_is_refused(
         KeyRing.from_file(f)
 
 
-def test_a_group_readable_key_file_is_accepted(tmp_path: Path) -> None:
-    f = _key_file(tmp_path / "state.key", f"k1:{_b64(KEY_A)}\n", 0o640)
-    assert KeyRing.from_file(f).kids == ("k1",)
+def test_a_private_key_file_is_accepted(tmp_path: Path) -> None:
+    for mode in (0o600, 0o400):  # the positive control of the refusals above
+        f = _key_file(tmp_path / "state.key", f"k1:{_b64(KEY_A)}\n", mode)
+        assert KeyRing.from_file(f).kids == ("k1",)
+        f.unlink()
 
 
 @pytest.mark.parametrize(

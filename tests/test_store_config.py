@@ -126,7 +126,7 @@ def test_serve_flags_name_the_store_and_its_password_file(tmp_path: Path) -> Non
         (["--replay-store-password-file", "{pw}"], "only applies with --replay-store URL"),
         (["--replay-store", "redis://h", "--state-key-file", "{keys}",
           "--replay-store-password-file", "{open_pw}"],
-         "the replay store password file {open_pw}: readable or writable by others"),
+         "the replay store password file {open_pw}: readable or writable by the group or others"),
         (["--replay-store", "redis://h", "--state-key-file", "{keys}",
           "--replay-store-password-file", "{tmp}/none"],
          "the replay store password file {tmp}/none: does not exist"),
