@@ -31,7 +31,7 @@ from .confirm.replay import (
 from .confirm.spent import SpentNonces, StoreUnavailable
 from .errors import ConfigError
 from .fs import FsError, WorkspaceRoot
-from .policy import Policy
+from .policy import Policy, Workspace
 from .rounds.seal import KEPT_NAME, KeyFileError, KeyRing, StateSealer
 
 if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first answer
@@ -47,6 +47,7 @@ log = logging.getLogger("fs_notes.compose")
 def open_roots(policy: Policy) -> dict[str, WorkspaceRoot]:
     """A root handle per workspace; ConfigError names the workspace, its path and the problem."""
     roots: dict[str, WorkspaceRoot] = {}
+    opened: dict[tuple[int, int], Workspace] = {}  # by device and inode: what each one is
     for ws in policy.workspaces:
         problem = folder_problem(ws.path)
         try:
@@ -54,10 +55,19 @@ def open_roots(policy: Policy) -> dict[str, WorkspaceRoot]:
                 raise ConfigError(f'workspace "{ws.name}" ({ws.path}): {problem}')
             try:
                 roots[ws.name] = WorkspaceRoot.open(ws.path, symlinks=ws.symlinks)
+                st = os.fstat(roots[ws.name].fd)
             except (FsError, OSError) as exc:
                 raise ConfigError(
                     f'workspace "{ws.name}" ({ws.path}): cannot open the folder: {exc}'
                 ) from None
+            # Two workspaces, one folder (a symbolic link or a bind mount on the way makes the
+            # paths differ): one principal's grant would serve another's folder (issue 27).
+            twin = opened.setdefault((st.st_dev, st.st_ino), ws)
+            if twin is not ws:
+                raise ConfigError(
+                    f'workspace "{ws.name}" ({ws.path}) opens the same folder as workspace '
+                    f'"{twin.name}" ({twin.path}): two workspaces must be two folders'
+                )
         except ConfigError:
             for root in roots.values():
                 root.close()
