@@ -504,6 +504,7 @@ class FakeRedis:
             threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
 
     def _talk(self, conn: Any) -> None:
+        pending = b""
         with conn:
             while not self.stop.is_set():
                 try:
@@ -512,30 +513,60 @@ class FakeRedis:
                     return
                 if not data:
                     return
-                upper = data.upper()
-                fast = True
-                if b"PING" in upper:
-                    answer = b"+PONG\r\n"
-                elif b"CLIENT" in upper or b"SELECT" in upper:
-                    answer = b"+OK\r\n"
-                else:
-                    answer, fast = self.reply(data), False
-                try:
-                    if fast or not self.delay:
-                        conn.sendall(answer)
-                        continue
-                    for byte in answer:
-                        if self.stop.is_set():
-                            return
-                        conn.sendall(bytes([byte]))
-                        time.sleep(self.delay)
-                except OSError:
-                    return
+                # one answer per command, however the client's writes came together in one
+                # read (found in CI: a CLIENT and a claim in one segment got one +OK)
+                commands, pending = _commands(pending + data)
+                for command in commands:
+                    if not self._answer(conn, command):
+                        return
+
+    def _answer(self, conn: Any, data: bytes) -> bool:
+        upper = data.upper()
+        fast = True
+        if b"PING" in upper:
+            answer = b"+PONG\r\n"
+        elif b"CLIENT" in upper or b"SELECT" in upper:
+            answer = b"+OK\r\n"
+        else:
+            answer, fast = self.reply(data), False
+        try:
+            if fast or not self.delay:
+                conn.sendall(answer)
+                return True
+            for byte in answer:
+                if self.stop.is_set():
+                    return False
+                conn.sendall(bytes([byte]))
+                time.sleep(self.delay)
+        except OSError:
+            return False
+        return True
 
     def close(self) -> None:
         self.stop.set()
         self.thread.join(5)
         self.listener.close()
+
+
+def _commands(data: bytes) -> tuple[list[bytes], bytes]:
+    """The whole RESP commands (arrays of bulk strings) at the start of `data`, and the rest."""
+    out: list[bytes] = []
+    at = 0
+    while data.startswith(b"*", at):
+        end = data.find(b"\r\n", at)
+        if end < 0:
+            break
+        pos, count = end + 2, int(data[at + 1 : end])
+        for _ in range(count):
+            head = data.find(b"\r\n", pos)
+            if head < 0 or not data.startswith(b"$", pos):
+                return out, data[at:]
+            pos = head + 2 + int(data[pos + 1 : head]) + 2
+        if pos > len(data):
+            break
+        out.append(data[at:pos])
+        at = pos
+    return out, data[at:]
 
 
 def _bulk(*items: bytes) -> bytes:
