@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from layers import requirement
+from oslayer import needed
 from test_selfconfine import PRELUDE, run_child
 from wire import REPO, child_env
 
@@ -59,12 +59,7 @@ m = monitor.current()
 
 def _root_or_unprivileged() -> bool:
     """True as root; False in the regular-user pass (the test then proves what holds there)."""
-    verdict, why = requirement("root")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
-    return verdict == "run"
+    return needed("root") == "run"
 
 
 @pytest.fixture
