@@ -310,6 +310,10 @@ class _Serving:
                     )
                 except InterruptedError:
                     continue
+                except ConnectionResetError:
+                    # the server closed its end with our last reply unread (it gave up on us
+                    # between a request and its reply): it is done with us, as on a clean close
+                    return
                 fds = _fds_of(ancdata)
                 if not data and not fds:
                     return  # the server closed its end (or died): its workers go with it
