@@ -31,7 +31,9 @@ from .confirm.replay import (
 from .confirm.spent import SpentNonces, StoreUnavailable
 from .errors import ConfigError
 from .fs import FsError, WorkspaceRoot
+from .fs.trusted import UntrustedFolder, open_trusted
 from .policy import Policy, Workspace
+from .render import shown
 from .rounds.seal import KEPT_NAME, KeyFileError, KeyRing, StateSealer
 
 if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first answer
@@ -45,33 +47,50 @@ log = logging.getLogger("fs_notes.compose")
 
 
 def open_roots(policy: Policy) -> dict[str, WorkspaceRoot]:
-    """A root handle per workspace; ConfigError names the workspace, its path and the problem."""
+    """A root handle per workspace; ConfigError names the workspace, its path and the problem.
+
+    Each folder is opened by a walk that no one but its owner (and root) could have redirected
+    (fs/trusted.py: a principal who owns a folder above another's workspace, or its own, cannot
+    make it serve a folder someone else owns), and the folders opened must be distinct and not
+    nested: by device and inode, whatever the paths say (a link or a bind mount on the way)."""
     roots: dict[str, WorkspaceRoot] = {}
-    opened: dict[tuple[int, int], Workspace] = {}  # by device and inode: what each one is
-    for ws in policy.workspaces:
-        problem = folder_problem(ws.path)
-        try:
+    opened: dict[tuple[int, int], tuple[Workspace, frozenset[tuple[int, int]]]] = {}
+    try:
+        for ws in policy.workspaces:
+            where = f'workspace "{ws.name}" ({shown(ws.path)})'
+            problem = folder_problem(ws.path)
             if problem is not None:
-                raise ConfigError(f'workspace "{ws.name}" ({ws.path}): {problem}')
+                raise ConfigError(f"{where}: {problem}")
             try:
-                roots[ws.name] = WorkspaceRoot.open(ws.path, symlinks=ws.symlinks)
+                trusted = open_trusted(ws.path)
+            except UntrustedFolder as exc:
+                raise ConfigError(f"{where}: {shown(exc.where)} {exc.why}") from None
+            except OSError as exc:
+                raise ConfigError(f"{where}: cannot open the folder: {exc.strerror}") from None
+            try:
+                roots[ws.name] = WorkspaceRoot.from_fd(trusted.fd, symlinks=ws.symlinks)
                 st = os.fstat(roots[ws.name].fd)
             except (FsError, OSError) as exc:
+                raise ConfigError(f"{where}: cannot open the folder: {exc}") from None
+            here = (st.st_dev, st.st_ino)
+            for other, (twin, above) in opened.items():
+                if other == here:
+                    how = "opens the same folder as"
+                elif other in trusted.above:
+                    how = "is inside"
+                elif here in above:
+                    how = "holds"
+                else:
+                    continue
                 raise ConfigError(
-                    f'workspace "{ws.name}" ({ws.path}): cannot open the folder: {exc}'
-                ) from None
-            # Two workspaces, one folder (a symbolic link or a bind mount on the way makes the
-            # paths differ): one principal's grant would serve another's folder (issue 27).
-            twin = opened.setdefault((st.st_dev, st.st_ino), ws)
-            if twin is not ws:
-                raise ConfigError(
-                    f'workspace "{ws.name}" ({ws.path}) opens the same folder as workspace '
-                    f'"{twin.name}" ({twin.path}): two workspaces must be two folders'
+                    f'{where} {how} workspace "{twin.name}" ({shown(twin.path)}): two '
+                    "workspaces must be two folders, neither inside the other"
                 )
-        except ConfigError:
-            for root in roots.values():
-                root.close()
-            raise
+            opened[here] = (ws, trusted.above)
+    except ConfigError:
+        for root in roots.values():
+            root.close()
+        raise
     return roots
 
 
@@ -171,6 +190,21 @@ def _private(folder: str, where: str) -> None:
             f"{where} can be written by the group or others (mode {stat.S_IMODE(st.st_mode):04o});"
             f" fix it with: chmod go-w {shlex.quote(folder)}"
         )
+    _way(folder, where, private=True)
+
+
+def _way(folder: str, where: str, *, private: bool = False) -> None:
+    """No one but this user and root could have redirected the way to `folder` (fs/trusted.py:
+    the folders above it and the links on the way); a folder holding a state file (`private`
+    False) may itself be root's and sticky, like /tmp."""
+    try:
+        trusted = open_trusted(os.path.abspath(folder), owner=os.geteuid(), private=private,
+                               last_link=True)  # fmt: skip
+    except UntrustedFolder as exc:
+        raise ConfigError(f"{where}: {shown(exc.where)} {exc.why}") from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: {exc.strerror}") from None
+    os.close(trusted.fd)
 
 
 def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> ConfirmParts:
@@ -197,6 +231,8 @@ def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> Confi
             os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
         if state.state_dir is not None:
             _private(state.state_dir, f"--state-dir {state.state_dir}")
+        if path != ":memory:":
+            _way(os.path.dirname(os.path.abspath(path)), f"the replay database {path}")
         if policy is not None:  # each principal's quota fits whatever the others hold
             per = policy.limits.nonces_per_principal
             rows = max(MAX_ROWS, per * len(policy.principals))
@@ -231,6 +267,10 @@ def _with_keys_and_audit(
     """The key ring (the state key file, else kept in `keep`, else in memory) and the audit
     log, around `replay` (the caller closes it on ConfigError)."""
     key_file = state.state_key_file
+    if key_file:
+        _way(os.path.dirname(os.path.abspath(key_file)), f"--state-key-file {key_file}")
+    if state.audit_log:
+        _way(os.path.dirname(os.path.abspath(state.audit_log)), f"--audit-log {state.audit_log}")
     try:
         if key_file:
             keyring, source = KeyRing.from_file(key_file), f"file {key_file}"

@@ -16,10 +16,11 @@ Guarantees:
 - A policy file is rejected as a whole on the first problem, with ``file:line: field: reason``.
 
 Decisions (docs/policy.md has the reasons): the stdio principal is the one ``local = true`` entry;
-two workspaces that are the same folder or nested in one another are refused at load, so at most
-one workspace ever contains a note (``locate`` still takes the longest, should a Policy be built
-otherwise); a missing operation on a workspace the principal holds a grant for is named, since it
-reveals nothing the principal does not know.
+two workspaces that are the same folder or nested in one another as written are refused at load,
+and as opened (links resolved) at start-up (compose.open_roots), so at most one workspace ever
+contains a note (``locate`` still takes the longest, should a Policy be built otherwise); a
+missing operation on a workspace the principal holds a grant for is named, since it reveals
+nothing the principal does not know.
 
 Not guaranteed here:
 - That workspace folders exist, are directories, or are distinct once symlinks in their paths are

@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,7 @@ def test_a_self_confined_server_run_by_a_regular_user_keeps_its_folder_watch(
         _not_here("no /usr/bin/python3 on this host")
     assert python is not None
     home = home_for_nobody()
+    state: str | None = None
     try:
         ws = home / "notes"
         for folder in ("a", "b"):
@@ -102,11 +104,16 @@ def test_a_self_confined_server_run_by_a_regular_user_keeps_its_folder_watch(
             command = regular_user(command, home)
         else:  # root's pyenv under a 0700 /root: as root (the regular-user CI pass runs it so)
             assert which == "default", f"{python} cannot be run by a regular user"
-            command = ["env", f"XDG_STATE_HOME={home}/state", *command]  # never root's own
+            # never root's own state folder, nor one in nobody's folder, which nobody could
+            # redirect (serve refuses that: fs_notes/fs/trusted.py)
+            state = tempfile.mkdtemp(prefix="fs-notes-state-")
+            command = ["env", f"XDG_STATE_HOME={state}", *command]
         found = _serve(command, ws, home / "serve.log")
         log = (home / "serve.log").read_text(errors="replace")
     finally:
         shutil.rmtree(home, ignore_errors=True)
+        if state is not None:
+            shutil.rmtree(state, ignore_errors=True)
     assert "the server confined itself: Landlock" in log, log
     assert "folder watch unavailable" not in log, log
     assert log.count(WATCH_ON) >= 1, log
