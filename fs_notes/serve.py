@@ -2,9 +2,10 @@
 
 `config.py` parses the command line and the policy once; `compose.py` builds the parts; this
 module orders them: close inherited fds, leave the controlling terminal (a session of its own,
-behind a relay: sandbox/session.py), open the confirmation state and the root handles, bind
-the listening socket, confine the process (before any thread starts), start the OS layer, log the
-operator's start-up summary (`startup.py`), run stdio or Streamable HTTP, and close everything.
+behind a relay: sandbox/session.py), open the root handles and then the confirmation state (a
+refused workspace leaves nothing in the state folder), bind the listening socket, confine the
+process (before any thread starts), start the OS layer, log the operator's start-up summary
+(`startup.py`), run stdio or Streamable HTTP, and close everything.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .protocol.dispatch import Dispatcher, LazyDispatcher
 
 if TYPE_CHECKING:  # loaded by _confine_self only when the server confines itself
     from .sandbox.selfconfine import SelfConfinement
+    from .tools.context import NotesEnv
 
 log = logging.getLogger("fs_notes.serve")
 
@@ -75,11 +77,14 @@ def run(config: ServeConfig) -> int:
                 f'workspace "{ws.name}": worker_user = "{ws.worker_user[0]}" needs serve to run '
                 "as root (or as that user)"
             )
-    confirm = open_confirm_parts(config.state, policy)
+    # The workspaces first: a refused one leaves nothing in the state folder (the exercises'
+    # start-up class judges that from outside), then the replay database and key ring there.
+    roots = open_roots(policy)
     try:
-        roots = open_roots(policy)
+        confirm = open_confirm_parts(config.state, policy)
     except ConfigError:
-        confirm.close()
+        for root in roots.values():
+            root.close()
         raise
     from .forget import claim_and_prune
 
@@ -107,8 +112,10 @@ def run(config: ServeConfig) -> int:
         host=confined.host if confined is not None else None,
     )
 
+    envs: list[NotesEnv] = []  # the one built, closed at exit (its search indexes scrubbed)
+
     def build() -> Dispatcher:
-        full, _env = build_server(
+        full, env = build_server(
             policy,
             roots,
             confirm,
@@ -116,6 +123,7 @@ def run(config: ServeConfig) -> int:
             writer=ConfinedWriters(os_layer),
             mover=ConfinedMovers(os_layer),
         )
+        envs.append(env)
         return full
 
     # server/discover is answered at once; the tools (and pydantic) load just after.
@@ -136,6 +144,8 @@ def run(config: ServeConfig) -> int:
             _serve_http(http, policy, dispatcher, listener)
     finally:
         os_layer.close()
+        for env in envs:
+            env.close()
         indexes.release()
         for root in roots.values():
             root.close()

@@ -36,6 +36,13 @@ Guarantees:
 - The file is created 0600 by us (never through a symlink), in the state folder (the replay
   database's), never in a workspace; temporary tables stay in memory (the confined server writes
   nowhere else). A file that is not an index of this version's shape is removed and built again.
+- A note dropped for good (deleted, moved, no longer a note) leaves none of its text in the
+  files once the transaction that dropped it returns: SQLite's `secure_delete` zeroes what a
+  deleted row held, FTS5 removes its terms from the index (its `secure-delete` option from
+  SQLite 3.44; before it, an `optimize` merges every segment, which a deletion's markers alone
+  do not), and the log is checkpointed and truncated (`-wal` left empty). Text an edit replaced
+  is scrubbed so within `SCRUB_SECONDS`, and both at `close` (the server's exit). A scrub that
+  another server's reader holds up is tried again on the same timer.
 
 Does not: stem words ("plans" does not find "plan"), segment Thai or other scripts without
 spaces but with combining marks, or resolve links (tools/links.py does, against the index's ids).
@@ -128,6 +135,11 @@ _SNIPPETS = (
     "SELECT rowid, snippet(page, 0, char(2), char(3), '\u2026', :tokens) FROM temp.page"
     " WHERE page MATCH :match"
 )
+#: From SQLite 3.44 FTS5 removes a deleted row's terms from its index at once ('secure-delete');
+#: before, the terms stay in older segments until every segment is merged ('optimize').
+FTS5_SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 44, 0)
+#: How long text an edit replaced may stay in the files (a deletion's is scrubbed at once).
+SCRUB_SECONDS = 60.0
 SNIPPET_CHARS = 160
 PRUNE_FROM = 2000
 BUSY_MS = 5000  # how long a query waits for another server's write to the shared file
@@ -192,6 +204,10 @@ class NoteIndex:
         self._warned_full = False
         self._total = 0  # characters of body text indexed
         self._docs = 0  # notes indexed
+        self._gone = False  # a note dropped for good since the last scrub: scrub at once
+        self._replaced = False  # text an edit replaced since the last scrub: scrub on a timer
+        self._timer: threading.Timer | None = None
+        self._closed = False
         self._conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -244,12 +260,15 @@ class NoteIndex:
         # Servers sharing a state folder share the file: wait for the other's write, briefly.
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_MS)}")
         conn.execute("PRAGMA cache_size = -65536")  # 64 MiB: a 100,000-note build 15% faster
+        conn.execute("PRAGMA secure_delete = ON")  # what a deleted row held is zeroed
         if conn.execute("PRAGMA user_version").fetchone()[0] != VERSION:
             for table in ("doc", "fts", "tag", "link", "name"):  # another shape: start over
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
             conn.execute(f"PRAGMA user_version = {VERSION}")
         for statement in _SCHEMA:
             conn.execute(statement)
+        if FTS5_SECURE_DELETE:
+            conn.execute("INSERT INTO fts (fts, rank) VALUES ('secure-delete', 1)")
         return conn
 
     def _connection(self) -> sqlite3.Connection:
@@ -306,6 +325,7 @@ class NoteIndex:
             except BaseException:
                 self._roll_back(conn)
                 raise
+            self._after_write(conn)
         if last != started:
             took = time.monotonic() - started
             log.info("%s: %d notes indexed in %.1f s", self._label, changed, took)
@@ -329,6 +349,47 @@ class NoteIndex:
             except BaseException:
                 self._roll_back(conn)
                 raise
+            self._after_write(conn)
+
+    def _after_write(self, conn: sqlite3.Connection) -> None:
+        """Scrub now if a note was dropped for good; start the timer if an edit replaced text."""
+        if self._gone:
+            self._scrub(conn)
+        elif self._replaced and self._timer is None and self._path != ":memory:":
+            self._timer = threading.Timer(SCRUB_SECONDS, self._scrub_later)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _scrub(self, conn: sqlite3.Connection) -> bool:
+        """Leave nothing of dropped or replaced text in the files (the module says how); False
+        if another connection's reader held the log up (then the timer tries again)."""
+        if self._path == ":memory:":
+            self._gone = self._replaced = False
+            return True
+        if not FTS5_SECURE_DELETE and (self._gone or self._replaced):
+            conn.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:
+            log.debug("%s: the log is in use by another server: scrubbed again later", self._label)
+            self._replaced = True
+            self._gone = False
+            if self._timer is None:
+                self._timer = threading.Timer(SCRUB_SECONDS, self._scrub_later)
+                self._timer.daemon = True
+                self._timer.start()
+            return False
+        self._gone = self._replaced = False
+        return True
+
+    def _scrub_later(self) -> None:
+        with self._lock:
+            self._timer = None
+            if not (self._gone or self._replaced) or self._closed:
+                return
+            try:
+                self._scrub(self._connection())
+            except sqlite3.Error as exc:  # the next write or the exit tries again
+                log.warning("%s: could not scrub replaced text (%s)", self._label, exc)
 
     def _roll_back(self, conn: sqlite3.Connection) -> None:
         """Undo the transaction under way, and count again what the index holds (the counts
@@ -348,14 +409,20 @@ class NoteIndex:
         key: str,
         load: Callable[[str], Extract | None],
     ) -> None:
-        self._drop(conn, note_id)
+        self._drop(conn, note_id, replaced=True)
         loaded = load(note_id)
         if loaded is not None:
             self._add(conn, note_id, key, loaded)
+        elif self._replaced:
+            self._gone = True  # it cannot be read now: dropped, as a deleted one
 
-    def _drop(self, conn: sqlite3.Connection, note_id: str) -> None:
+    def _drop(self, conn: sqlite3.Connection, note_id: str, *, replaced: bool = False) -> None:
         row = conn.execute("SELECT rid, body_chars FROM doc WHERE id = ?", (note_id,)).fetchone()
         if row is not None:
+            if replaced:
+                self._replaced = True
+            else:
+                self._gone = True
             rid = row[0]
             conn.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
             conn.execute("DELETE FROM tag WHERE rid = ?", (rid,))
@@ -411,10 +478,25 @@ class NoteIndex:
             ),
         )
 
+    def remove(self, note_id: str) -> None:
+        """Drop a note that is gone (deleted, moved away), its text scrubbed before this returns."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                self._drop(conn, note_id)
+                conn.execute("COMMIT")
+            except BaseException:
+                self._roll_back(conn)
+                raise
+            self._after_write(conn)
+
     def forget(self, note_id: str) -> None:
         """Drop one note (it changed since it was indexed: the next refresh reads it again)."""
         with self._lock:
-            self._drop(self._connection(), note_id)
+            conn = self._connection()
+            self._drop(conn, note_id, replaced=True)
+            self._after_write(conn)
 
     # -- asking it ---------------------------------------------------------------------------
 
@@ -604,5 +686,18 @@ class NoteIndex:
         return sorted((str(r[0]) for r in rows), key=lambda i: (i.count("/"), i))
 
     def close(self) -> None:
+        """Scrub what is pending (the log truncated in any case), then close. Idempotent."""
         with self._lock:
-            self._conn.close()
+            if self._closed:
+                return
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            try:
+                if os.getpid() == self._pid:  # (a forked copy leaves the parent's file alone)
+                    self._scrub(self._conn)
+            except sqlite3.Error as exc:
+                log.warning("%s: could not scrub it at exit (%s)", self._label, exc)
+            finally:
+                self._conn.close()

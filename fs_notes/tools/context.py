@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -275,6 +276,29 @@ class NotesEnv:
                 index = NoteIndex(path, label=f"workspace {name}")
                 state = self._indexes[name] = (index, FolderWatch(), threading.Lock())
             return state
+
+    def unindex(self, workspace: str, note_id: str) -> None:
+        """A note this server deleted or moved away: out of the workspace's search index (if it
+        has one open) now, its text scrubbed from the index's files (search/index.py)."""
+        with self._indexes_lock:
+            state = self._indexes.get(workspace)
+        if state is None:
+            return
+        try:
+            state[0].remove(note_id)
+        except sqlite3.Error as exc:  # the next refresh drops it (and scrubs) instead
+            log.warning("workspace %s: the search index could not drop a note now (%s)",
+                        shown(workspace), exc)  # fmt: skip
+
+    def close(self) -> None:
+        """Close the search indexes opened (each scrubs what is pending: search/index.py)."""
+        with self._indexes_lock:
+            states, self._indexes = list(self._indexes.values()), {}
+        for index, _watch, _lock in states:
+            try:
+                index.close()
+            except sqlite3.Error as exc:
+                log.warning("a search index could not be closed cleanly (%s)", exc)
 
     def note_id(self, raw: str) -> str:
         """A client-supplied note id, checked by the id rules (ToolFailure if refused)."""

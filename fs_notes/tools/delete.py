@@ -440,6 +440,7 @@ class DeleteTool:
                 + "; nothing was deleted. Start over with a new notes_delete call."
             ) from None
         self.env.cache.forget(name, note_id)
+        self.env.unindex(name, note_id)  # its words out of the index's files too (issue 27)
         self._audit_quietly(call, name, note_id, "deleted")
         return _complete(
             f"Deleted {shown_id(note_id, 300)}.", {"deleted": note_id, "outcome": "deleted"}
