@@ -46,6 +46,13 @@ if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first
 log = logging.getLogger("fs_notes.compose")
 
 
+_UNMAPPED = (
+    "%s: the way to it passes folders or links of users outside this user namespace (the "
+    "overflow uid): they are taken as root's, as root's own show so here; another user's would "
+    "pass too (docs/policy.md)"
+)
+
+
 def open_roots(policy: Policy) -> dict[str, WorkspaceRoot]:
     """A root handle per workspace; ConfigError names the workspace, its path and the problem.
 
@@ -67,6 +74,8 @@ def open_roots(policy: Policy) -> dict[str, WorkspaceRoot]:
                 raise ConfigError(f"{where}: {shown(exc.where)} {exc.why}") from None
             except OSError as exc:
                 raise ConfigError(f"{where}: cannot open the folder: {exc.strerror}") from None
+            if trusted.unmapped:
+                log.warning(_UNMAPPED, where)
             try:
                 roots[ws.name] = WorkspaceRoot.from_fd(trusted.fd, symlinks=ws.symlinks)
                 st = os.fstat(roots[ws.name].fd)
@@ -193,18 +202,26 @@ def _private(folder: str, where: str) -> None:
     _way(folder, where, private=True)
 
 
+def _folder_of(path: str) -> str:
+    """The folder holding `path`, as the kernel will find it: made absolute but not normalised
+    (`l/../x` goes through the link `l`, where os.path.abspath would drop it as text)."""
+    return os.path.dirname(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
+
+
 def _way(folder: str, where: str, *, private: bool = False) -> None:
     """No one but this user and root could have redirected the way to `folder` (fs/trusted.py:
-    the folders above it and the links on the way); a folder holding a state file (`private`
-    False) may itself be root's and sticky, like /tmp."""
+    the folders above it and the links on the way), and no one else may write in it (the
+    folder of a state file may be root's, `private` False; a state folder must be ours)."""
+    absolute = folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder)
     try:
-        trusted = open_trusted(os.path.abspath(folder), owner=os.geteuid(), private=private,
-                               last_link=True)  # fmt: skip
+        trusted = open_trusted(absolute, owner=os.geteuid(), private=private, last_link=True)
     except UntrustedFolder as exc:
-        raise ConfigError(f"{where}: {shown(exc.where)} {exc.why}") from None
+        raise ConfigError(f"{shown(where)}: {shown(exc.where)} {exc.why}") from None
     except OSError as exc:
-        raise ConfigError(f"{where}: {exc.strerror}") from None
+        raise ConfigError(f"{shown(where)}: {exc.strerror}") from None
     os.close(trusted.fd)
+    if trusted.unmapped:
+        log.warning(_UNMAPPED, shown(where))
 
 
 def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> ConfirmParts:
@@ -212,7 +229,12 @@ def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> Confi
     beside the replay database (made there, 0600, on first start), so that a confirmation in
     flight survives a restart; an in-memory replay database gets a key that dies with us.
     With a shared store (`state.replay_store`) the key ring is the state key file (config.py
-    requires one) and the state folder holds only this host's search index."""
+    requires one) and the state folder holds only this host's search index. The folders of the
+    key file and the audit log are checked first (fs/trusted.py), so a refusal makes nothing."""
+    if state.state_key_file:
+        _way(_folder_of(state.state_key_file), f"--state-key-file {state.state_key_file}")
+    if state.audit_log:
+        _way(_folder_of(state.audit_log), f"--audit-log {state.audit_log}")
     if state.replay_store is not None:
         folder = _state_dir(state)
         shared = _shared_store(state, policy)
@@ -228,11 +250,11 @@ def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> Confi
         raise ConfigError(f"the default state folder: {exc} (or pass --replay-db)") from None
     try:
         if path != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+            os.makedirs(_folder_of(path), mode=0o700, exist_ok=True)
         if state.state_dir is not None:
             _private(state.state_dir, f"--state-dir {state.state_dir}")
         if path != ":memory:":
-            _way(os.path.dirname(os.path.abspath(path)), f"the replay database {path}")
+            _way(_folder_of(path), f"the replay database {path}")
         if policy is not None:  # each principal's quota fits whatever the others hold
             per = policy.limits.nonces_per_principal
             rows = max(MAX_ROWS, per * len(policy.principals))
@@ -267,10 +289,6 @@ def _with_keys_and_audit(
     """The key ring (the state key file, else kept in `keep`, else in memory) and the audit
     log, around `replay` (the caller closes it on ConfigError)."""
     key_file = state.state_key_file
-    if key_file:
-        _way(os.path.dirname(os.path.abspath(key_file)), f"--state-key-file {key_file}")
-    if state.audit_log:
-        _way(os.path.dirname(os.path.abspath(state.audit_log)), f"--audit-log {state.audit_log}")
     try:
         if key_file:
             keyring, source = KeyRing.from_file(key_file), f"file {key_file}"

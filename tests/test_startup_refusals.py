@@ -180,8 +180,8 @@ def test_a_workspace_whose_way_others_could_redirect_is_refused_naming_the_folde
     policy = _policy(tmp_path, ("bob", link / "notes"))
     assert _last(_serve_policy(tmp_path, policy)) == (
         f'fs-notes: workspace "bob" ({link / "notes"}): {link} is a symbolic link of uid '
-        "12345, not of root or of root (uid 0), the folder's owner: its owner could make the "
-        "path lead to another folder"
+        "12345, not of root, the folder's owner: its owner could make the path lead to another "
+        "folder"
     )
 
 
@@ -195,7 +195,9 @@ def test_the_folders_of_the_replay_database_key_file_and_audit_log_are_checked_t
     open_.chmod(0o777)
     sticky = tmp_path / "sticky"
     sticky.mkdir()
-    sticky.chmod(0o1777)  # like /tmp: a file there is safe from others
+    sticky.chmod(0o1777)  # like /tmp: refused too, a file there is opened by its name
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
     policy = _policy(tmp_path, ("notes", notes))
     fix = "can be written by others (mode 0777; chmod go-w fixes it)"
     for flag, name in (("--replay-db", "replay.sqlite3"), ("--audit-log", "audit.log")):
@@ -207,9 +209,19 @@ def test_the_folders_of_the_replay_database_key_file_and_audit_log_are_checked_t
         where = "the replay database" if flag == "--replay-db" else flag
         assert _last(done) == f"fs-notes: {where} {open_ / name}: {open_} {fix}"
         assert os.listdir(open_) == []
-        done = subprocess.run(  # the control: in a sticky folder
+        done = subprocess.run(
             [sys.executable, "-m", "fs_notes", "serve", "--policy", str(policy),
              flag, str(sticky / name)],
+            input="", capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
+        )  # fmt: skip
+        assert _last(done) == (
+            f"fs-notes: {where} {sticky / name}: {sticky} can be written by others "
+            "(mode 1777; chmod go-w fixes it)"
+        )
+        assert os.listdir(sticky) == []
+        done = subprocess.run(  # the control: in a folder of ours
+            [sys.executable, "-m", "fs_notes", "serve", "--policy", str(policy),
+             flag, str(private / name)],
             input="", capture_output=True, text=True, timeout=60, cwd=REPO, env=child_env(),
         )  # fmt: skip
         assert done.returncode == 0, done.stderr

@@ -7,6 +7,7 @@ such a way cannot be made there. Through `serve`: tests/test_startup_refusals.py
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -123,10 +124,10 @@ def test_a_link_or_folder_of_another_user_on_the_way_is_refused(tmp_path: Path) 
         return
     os.chown(bob / "projects", OTHER, OTHER, follow_symlinks=False)
     me = os.geteuid()
-    who = "root (uid 0)" if me == 0 else f"uid {me}"
+    allowed = "root" if me == 0 else f"root or of uid {me}"
     assert _refused(bob / "projects" / "notes") == (
         str(bob / "projects"),
-        f"is a symbolic link of uid {OTHER}, not of root or of {who}, the folder's owner: "
+        f"is a symbolic link of uid {OTHER}, not of {allowed}, the folder's owner: "
         "its owner could make the path lead to another folder",
     )
     # a folder of another user above the workspace: its owner could swap what is beneath it
@@ -172,10 +173,18 @@ def test_a_state_folder_must_be_its_users_and_private_even_if_sticky(tmp_path: P
         str(state),
         "can be written by others (mode 1777; chmod go-w fixes it)",
     )
-    # the folder of a state file (the audit log's) may be like /tmp: root's and sticky
+    # the folder of a state file (the audit log's) may be root's, never one others can write,
+    # sticky or not: a file there is opened by its name (found by review: another user's file
+    # or link planted in /tmp would be written to)
+    assert _refused(state, owner=me, private=False) == (
+        str(state),
+        "can be written by others (mode 1777; chmod go-w fixes it)",
+    )
+    state.chmod(0o755)
     _opens(state, state, owner=me, private=False)  # type: ignore[arg-type]
     if me != 0:
         assert _refused(Path("/"), owner=me, private=True)[1].startswith("belongs to root")
+        _opens(Path("/"), Path("/"), owner=me, private=False)  # type: ignore[arg-type]
 
 
 def test_what_is_opened_is_what_was_checked_when_the_way_changes_during_the_walk(
@@ -247,3 +256,115 @@ def test_in_a_user_namespace_the_overflow_uid_counts_as_roots(tmp_path: Path) ->
     if _as_root():  # outside it, the same folder of another user is refused
         assert _refused(way)[0] == str(tmp_path / "theirs")
         os.chown(tmp_path / "theirs", 0, 0)
+
+
+_FUSE_WALK = r"""
+import json, os, subprocess, sys, time
+from fs_notes.fs.trusted import UntrustedFolder, open_trusted
+source, mounted, mounter, way = sys.argv[1:5]
+drop = ([] if int(mounter) == os.geteuid() else
+        ["setpriv", f"--reuid={mounter}", f"--regid={mounter}", "--clear-groups"])
+other = [] if drop else ["--no-allow-other"]  # (bindfs asks allow_other by default)
+daemon = subprocess.Popen([*drop, "bindfs", "-f", *other, source, mounted])
+out = {}
+try:
+    deadline = time.monotonic() + 10
+    while not os.path.ismount(mounted):
+        assert daemon.poll() is None, f"bindfs exited {daemon.returncode}"
+        assert time.monotonic() < deadline, "bindfs did not mount in 10 s"
+        time.sleep(0.02)
+    out["shown"] = [os.lstat(os.path.join(mounted, n)).st_uid for n in sorted(os.listdir(mounted))]
+    try:
+        t = open_trusted(way)
+        out["opened"] = {"owner": t.owner}
+        os.close(t.fd)
+    except UntrustedFolder as exc:
+        out["refused"] = [exc.where, exc.why]
+finally:
+    subprocess.run(["fusermount", "-u", mounted], capture_output=True)
+    daemon.terminate()
+    daemon.wait(timeout=10)
+print(json.dumps(out))
+"""
+
+
+def test_what_is_on_a_users_fuse_mount_counts_as_the_mounters_whatever_it_reports(
+    tmp_path: Path,
+) -> None:
+    """Found by review: bob's FUSE daemon reports its folders and a link as root's, the link
+    leading to alice's folder, and bob's workspace served alice's. What is on a FUSE file system
+    counts as its mounter's (`user_id=`). Here bindfs relays a root-owned tree holding such a
+    link, mounted by another user (as root; /etc/fuse.conf's user_allow_other given in a mount
+    namespace of the test's own); as a regular user, the user's own mount of root's /usr counts
+    as the user's. The control: the same tree walked without the mount is root's."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="fs-notes-fuse-"))  # (tmp_path's parents are 0700)
+    try:
+        _fuse_case(base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _fuse_case(tmp_path: Path) -> None:
+    import pwd
+
+    tmp_path.chmod(0o755)
+    source, mounted = tmp_path / "tree", tmp_path / "mnt"
+    source.mkdir()
+    mounted.mkdir()
+    alice = tmp_path / "alice"
+    (alice / "notes").mkdir(parents=True)
+    if _as_root():
+        (source / "link").symlink_to(alice)
+        user = pwd.getpwnam("fsnotes-ci") if "fsnotes-ci" in {
+            p.pw_name for p in pwd.getpwall()} else pwd.getpwnam("nobody")  # fmt: skip
+        mounter = user.pw_uid
+        os.chown(mounted, mounter, mounter)
+        os.chown(alice, OTHER, OTHER)
+        os.chown(alice / "notes", OTHER, OTHER)
+        conf = tmp_path / "fuse.conf"
+        conf.write_text("user_allow_other\n")
+        prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                  f'mount --bind "{conf}" /etc/fuse.conf && exec "$@"', "sh"]  # fmt: skip
+        way = mounted / "link" / "notes"
+        _opens(source / "link" / "notes", alice / "notes")  # the control, without the mount:
+        # the link is root's, alice's folder hers: the way is root's and alice's
+    else:
+        mounter = os.geteuid()
+        prefix = []
+        source.rmdir()
+        source = Path("/usr")
+        way = mounted / "share"
+        assert _opens(Path("/usr/share"), Path("/usr/share")).owner == 0  # the control
+    done = subprocess.run(
+        [*prefix, sys.executable, "-c", _FUSE_WALK, str(source), str(mounted), str(mounter),
+         str(way)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    if not _as_root() and _bounding_set() == 0:
+        # the CI's regular-user pass has no capability at all, not even in its bounding set:
+        # the setuid fusermount cannot mount, so such a user makes no FUSE mount to lie with
+        assert "fusermount: mount failed: Operation not permitted" in done.stderr, done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert 0 in out["shown"]  # bindfs reports root as the owner
+    if _as_root():
+        name = pwd.getpwuid(mounter).pw_name
+        assert out["refused"] == [
+            str(mounted),
+            f"is a folder of {name} (uid {mounter}) (on a file system it mounted), not of root "
+            f"or of uid {OTHER}, the folder's owner: its owner could make the path lead to "
+            "another folder",
+        ]
+    else:
+        assert out["opened"] == {"owner": mounter}
+
+
+def _bounding_set() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapBnd:"):
+            return int(line.split()[1], 16)
+    raise AssertionError("no CapBnd in /proc/self/status")
