@@ -327,6 +327,11 @@ def _parser() -> argparse.ArgumentParser:
     exercises.add_argument(
         "--race-seconds", type=float, default=600.0, help="time bound of the race harness"
     )
+    exercises.add_argument(
+        "--startup-only",
+        action="store_true",
+        help="only the start-up class: the real serve on layouts it must refuse at start-up",
+    )
 
     sub.add_parser("demo", parents=common, help="a scripted session on a bundled sample folder")
     _forget_parser(sub, common, state)

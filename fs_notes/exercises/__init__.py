@@ -4,7 +4,9 @@
 and drives the real server over stdio through it, once with every layer on and once with each
 containment layer knocked out (`target.py`, a hidden entry point `serve` never reaches), then
 compares the matrix with the documented one (`expected.py`, docs/design.md). `--race` adds the
-race harness (`race.py`).
+race harness (`race.py`). The start-up class (`startup.py`, its cases in `startup_cases.py`)
+starts the real `fs-notes serve` on layouts it must refuse before serving anything, each with a
+control that must start.
 
 What it guarantees: an "escaped" verdict comes from checking the outside files themselves
 (access time, content, inode, existence) and every response for the run's secret marker, never

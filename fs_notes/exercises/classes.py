@@ -1,8 +1,9 @@
 """The attack classes of issue 6, in the issue's words (and the controls), in matrix order.
 
 Every escape case (`cases.py`) and every attack of the catalogue (`catalogue.py`) names one of
-these; the matrix run shows every class at least once. Guarantees nothing by itself: it is the
-vocabulary the two tables share.
+these; the matrix run shows every class at least once. `STARTUP` is the one class outside the
+matrix: its cases (`startup_cases.py`) start the real `serve`, with nothing knocked out, and are
+judged apart (`startup.py`). Guarantees nothing by itself: it is the vocabulary the tables share.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ FD_LEAK = "an fd leaked into the worker"
 ROOTS = "client roots trying to widen the scope"
 COMPROMISED = "a compromised server or worker: attacker code after confinement"
 MOVE = "a note moved out, in, across a mount or over another (notes_move)"
+STARTUP = "a hostile layout refused at start-up, before anything is served"
 
 CLASSES = (
     CONTROL, PREFIX, DOTDOT, ENCODED, SEPARATORS, NUL, UTF8, HOST, ODD_URI, ABSOLUTE, ODD_ID,

@@ -1,9 +1,12 @@
-"""`fs-notes exercises [--json] [--race] [--short]`: run the matrix (and the race), print, judge.
+"""`fs-notes exercises [--json] [--race] [--short] [--startup-only]`: run the matrix, the
+start-up class (and the race), print, judge.
 
 The arguments are declared in fs_notes/cli.py (so `fs-notes serve` never imports this package).
+`--startup-only` runs the start-up class alone (`startup.py`), without the matrix.
 
 Exit status: 0 when nothing escaped with every layer on, the matrix equals the documented one
-(`expected.py`, docs/design.md) and, with --race, the race saw no escape; 1 otherwise.
+(`expected.py`, docs/design.md), every start-up case was refused and every control of one
+started and, with --race, the race saw no escape; 1 otherwise.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from typing import Any
 
 from .client import TargetFailed
 from .race import FULL_ATTEMPTS, SHORT_ATTEMPTS, RaceOptions, run_race
-from .report import difference_lines, judge, passed, race_text, to_json, to_text
+from .report import difference_lines, judge, passed, race_text, startup_text, to_json, to_text
 from .runner import COLUMNS, Matrix, Options, run_matrix
+from .startup import run_startup
 
 
 def run(args: argparse.Namespace) -> tuple[Matrix, dict[str, Any] | None]:
@@ -33,18 +37,31 @@ def run(args: argparse.Namespace) -> tuple[Matrix, dict[str, Any] | None]:
     return matrix, race
 
 
+def _startup_only(as_json: bool) -> int:
+    startup = run_startup()
+    ok = startup["passed"] is True
+    if as_json:
+        print(json.dumps({"startup": startup, "passed": ok}, indent=2, ensure_ascii=False))
+    else:
+        print(f"fs-notes exercises: {startup_text(startup)}\n\n{'PASSED' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
 def exercises(args: argparse.Namespace) -> int:
+    if args.startup_only:
+        return _startup_only(args.json)
     try:
         matrix, race = run(args)
     except TargetFailed as exc:
         print(f"fs-notes exercises: the server failed: {exc}")
         return 1
+    startup = run_startup()
     verdict = judge(matrix)
     if args.json:
-        print(json.dumps(to_json(matrix, verdict, race), indent=2, ensure_ascii=False))
+        print(json.dumps(to_json(matrix, verdict, race, startup), indent=2, ensure_ascii=False))
     else:
-        print(to_text(matrix, verdict, race))
-    return 0 if passed(verdict, race) else 1
+        print(to_text(matrix, verdict, race, startup))
+    return 0 if passed(verdict, race, startup) else 1
 
 
 def _cells(n: int) -> str:
@@ -85,4 +102,4 @@ def summary(short: bool = True) -> tuple[bool, str]:
     return passed(verdict, None), text
 
 
-__all__ = ["exercises", "race_text", "summary"]
+__all__ = ["exercises", "race_text", "startup_text", "summary"]

@@ -8,7 +8,8 @@ and why; cells a host condition decided are listed apart as `host_conditions` (w
 reason), and cells this host could not run for a reason no condition states (a root without
 CAP_SYS_ADMIN) as `not_run_here` (under CI=true they count as differences, so CI fails rather
 than skips). `passed` is true only with zero escapes in the
-"all" column, no difference, and (when a race ran) zero race escapes.
+"all" column, no difference, (when a race ran) zero race escapes and (when the start-up class
+ran: `startup.py`) every start-up case refused and every control started.
 """
 
 from __future__ import annotations
@@ -80,12 +81,20 @@ def judge(matrix: Matrix) -> Verdict:
     return verdict
 
 
-def passed(verdict: Verdict, race: dict[str, Any] | None) -> bool:
+def passed(
+    verdict: Verdict, race: dict[str, Any] | None, startup: dict[str, Any] | None = None
+) -> bool:
     race_ok = race is None or race.get("escapes") == 0
-    return verdict.escapes_with_all_layers == 0 and verdict.matches and race_ok
+    startup_ok = startup is None or startup.get("passed") is True
+    return verdict.escapes_with_all_layers == 0 and verdict.matches and race_ok and startup_ok
 
 
-def to_json(matrix: Matrix, verdict: Verdict, race: dict[str, Any] | None) -> dict[str, Any]:
+def to_json(
+    matrix: Matrix,
+    verdict: Verdict,
+    race: dict[str, Any] | None,
+    startup: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     attacks = []
     for attack in matrix.attacks:
         row = matrix.results[attack.name]
@@ -111,10 +120,12 @@ def to_json(matrix: Matrix, verdict: Verdict, race: dict[str, Any] | None) -> di
         "configurations": matrix.configs,
         "seconds": round(matrix.seconds, 2),
         "notes": matrix.notes,
-        "passed": passed(verdict, race),
+        "passed": passed(verdict, race, startup),
     }
     if race is not None:
         out["race"] = race
+    if startup is not None:
+        out["startup"] = startup
     return out
 
 
@@ -122,7 +133,12 @@ def _cell(result: str) -> str:
     return SHORT.get(result, result.removeprefix("blocked:"))
 
 
-def to_text(matrix: Matrix, verdict: Verdict, race: dict[str, Any] | None) -> str:
+def to_text(
+    matrix: Matrix,
+    verdict: Verdict,
+    race: dict[str, Any] | None,
+    startup: dict[str, Any] | None = None,
+) -> str:
     lines = [
         f"fs-notes exercises: {len(matrix.attacks)} attacks x {len(COLUMNS)} configurations "
         f"({matrix.seconds:.1f} s); {'; '.join(matrix.notes)}",
@@ -173,8 +189,11 @@ def to_text(matrix: Matrix, verdict: Verdict, race: dict[str, Any] | None) -> st
     if race is not None:
         lines.append("")
         lines.append(race_text(race))
+    if startup is not None:
+        lines.append("")
+        lines.append(startup_text(startup))
     lines.append("")
-    lines.append("PASSED" if passed(verdict, race) else "FAILED")
+    lines.append("PASSED" if passed(verdict, race, startup) else "FAILED")
     return "\n".join(lines)
 
 
@@ -208,3 +227,27 @@ def race_text(race: dict[str, Any]) -> str:
         f"{control['moves']['escapes']} of {control['moves']['attempts']}: the harness can see "
         "an escape)"
     )
+
+
+def startup_text(startup: dict[str, Any]) -> str:
+    """The start-up class (`startup.py`): one line per case, its result and its control's, then
+    what each refusal said (or what went wrong) and a count."""
+    cases = startup["cases"]
+    lines = [
+        f"start-up class ({len(cases)} cases, {startup['seconds']:.1f} s): the real fs-notes "
+        "serve on each hostile layout, and on the same layout made right (the control), judged "
+        "from outside (exit status, stdout, the notes and the state folder)",
+        f"  [{startup['class']}]",
+        f"  {'case':32}{'hostile':18}control",
+    ]
+    for case in cases:
+        lines.append(f"  {case['name']:32}{_cell(case['result']):18}{case['control']}")
+    for case in cases:
+        lines.append(f"  {case['name']}: {case['detail']}")
+        if case["control"] != "started":
+            lines.append(f"  {case['name']} (control): {case['control_detail']}")
+    lines.append(
+        f"start-up: {startup['blocked']} of {len(cases)} refused, {startup['escapes']} escaped, "
+        f"{startup['controls_started']} of {len(cases)} controls started"
+    )
+    return "\n".join(lines)
