@@ -209,7 +209,7 @@ def test_missing_or_invalid_content_is_never_consent(
         lambda s: s[:-2] + ("A" if s[-2] != "A" else "B") + s[-1],
         lambda s: s[: len(s) // 2],
         lambda s: s + "x",
-        lambda s: s.replace("v1.", "v2.", 1),
+        lambda s: s.replace("v2.", "v3.", 1),
         lambda s: 12345,
         lambda s: "",
     ],

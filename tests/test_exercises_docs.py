@@ -16,6 +16,8 @@ from typing import Any
 
 from wire import REPO, call_tool, stdio_server
 
+from fs_notes.rounds.seal import KeyRing
+
 FORM: dict[str, Any] = {"elicitation": {"form": {}}}
 VARYING = {"message", "title", "requestState", "text", "uri", "workspaceUri", "deleted", "const"}
 
@@ -43,7 +45,12 @@ def _capture(tmp_path: Path) -> tuple[list[Any], dict[str, Any]]:
     (notes / "tps-report-2026.md").write_text("# TPS report 2026\nnew\n")
     uri = "file://" + urllib.parse.quote(str(tmp_path / "notes"))
     args = {"workspaceUri": uri, "title": "TPS report"}
-    with stdio_server(str(tmp_path / "notes"), "--replay-db", str(tmp_path / "r.db")) as server:
+    key = tmp_path / "state.keys"  # a key the test holds: the state is encrypted (seal.py)
+    key.write_text("k1:" + base64.b64encode(bytes(range(40, 72))).decode() + "\n")
+    key.chmod(0o600)
+    with stdio_server(
+        str(tmp_path / "notes"), "--replay-db", str(tmp_path / "r.db"), "--state-key-file", str(key)
+    ) as server:
         first = server.ask(call_tool(1, "notes_delete", args, FORM))["result"]
         extra = {
             "inputResponses": {
@@ -57,8 +64,15 @@ def _capture(tmp_path: Path) -> tuple[list[Any], dict[str, Any]]:
         done = server.ask(call_tool(2, "notes_delete", args, FORM, **extra))["result"]
         again = server.ask(call_tool(3, "notes_delete", args, FORM, **extra))["error"]
     retry = {"name": "notes_delete", "arguments": args, **extra}
-    payload = first["requestState"].split(".")[2]
-    state = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    version, kid, body, tag = first["requestState"].split(".")
+
+    def unb64u(text: str) -> bytes:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+    opened = KeyRing.from_file(key).open_box(
+        kid, f"{version}.{kid}".encode(), unb64u(body), unb64u(tag)
+    )
+    state = json.loads(opened)
     return [first, retry, done, again], state
 
 

@@ -150,3 +150,94 @@ def test_a_write_only_principal_cannot_read_a_note_through_edit_append_or_versio
         assert secret.read_text() == "# Payroll\n"
     finally:
         srv.close()
+
+
+def _principal_server(tmp_path: Path, operations: str) -> Any:
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    (ws / "payroll.md").write_text("# Payroll\nbob: 95000\n")
+    policy_file = tmp_path / "p.toml"
+    policy_file.write_text(
+        '[[principal]]\nname = "bot"\nlocal = true\n\n'
+        f'[[workspace]]\nname = "notes"\npath = "{ws}"\n\n'
+        f'[[grant]]\nprincipal = "bot"\nworkspace = "notes"\noperations = {operations}\n'
+    )
+    policy = load_policy(str(policy_file))
+    (tmp_path / "state").mkdir()
+    srv: Any = InProcess(policy, tmp_path / "state", keyring=KEYS, clock=time.time)
+    srv.ws, srv.me = ws, policy.local_principal()
+    return srv
+
+
+@pytest.mark.parametrize("may_read", [False, True])
+def test_a_principal_without_read_learns_no_size_version_or_identity_from_a_write(
+    tmp_path: Path, may_read: bool
+) -> None:
+    """Issue 27 item 3: notes_move told a write-only principal the exact size of a note it
+    cannot read, and create/update a version (the inode hashed with the bytes: the inode, to
+    whoever wrote the bytes). Without read they carry neither; with read (the control), both."""
+    srv = _principal_server(tmp_path, '["read", "write"]' if may_read else '["write"]')
+    try:
+        size = len("# Payroll\nbob: 95000\n")
+        moved = _call(srv, "notes_move", id="payroll.md", newId="p.md")
+        made = _call(srv, "notes_create", id="new.md", content="# New\n")
+        updated = _call(srv, "notes_update", id="new.md", content="# Newer\n")
+        for result in (moved, made, updated):
+            assert result.get("isError") is not True, result
+        if may_read:
+            assert moved["structuredContent"]["size"] == size
+            assert f"({size} bytes)" in moved["content"][0]["text"]
+            assert made["structuredContent"]["version"].startswith("v1:")
+            assert updated["structuredContent"]["size"] == len("# Newer\n")
+            return
+        assert moved["structuredContent"] == {
+            "id": "payroll.md", "newId": "p.md", "backlinks": None, "linksUpdated": False,
+        }  # fmt: skip
+        assert moved["content"][0]["text"] == (
+            "moved payroll.md to p.md\n"
+            "links to it: not examined (no read permission in this workspace)"
+        )
+        assert made["structuredContent"] == {"id": "new.md", "size": len("# New\n")}
+        assert made["content"][0]["text"] == f"created new.md ({len('# New')+1} bytes)"
+        assert updated["structuredContent"] == {"id": "new.md", "size": len("# Newer\n")}
+        ino = str((srv.ws / "p.md").stat().st_ino)
+        for result in (moved, made, updated):
+            assert str(size) not in str(result) and ino not in str(result)
+        assert (srv.ws / "new.md").read_text() == "# Newer\n"  # the writes were made
+    finally:
+        srv.close()
+
+
+def test_a_delete_only_principal_cannot_read_the_identities_in_the_request_state(
+    tmp_path: Path,
+) -> None:
+    """Issue 27 item 3: round one's requestState carried each candidate's device, inode, size
+    and nanosecond times, signed but readable. Now it is encrypted: none of them, nor the
+    principal or the workspace, is in the token or in any base64 decoding of its parts. The
+    control: the form still names the candidate, which the grant needs."""
+    import base64
+
+    srv = _principal_server(tmp_path, '["delete"]')
+    try:
+        st = (srv.ws / "payroll.md").stat()
+        first = srv.call(
+            srv.me, "notes_delete", {"workspaceUri": srv.ws.as_uri(), "title": "Payroll"},
+            caps={"elicitation": {"form": {}}},
+        )["result"]  # fmt: skip
+        assert first["resultType"] == "input_required"
+        schema = first["inputRequests"]["delete_choice"]["params"]["requestedSchema"]
+        assert [o["const"] for o in schema["properties"]["note_id"]["oneOf"]] == ["payroll.md"]
+        token = first["requestState"]
+        parts = token.split(".")
+        assert parts[0] == "v2"
+        seen = token
+        for part in parts:
+            seen += base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)).decode("latin-1")
+        # the nanosecond times (19 digits: never there by chance) and the claims' names, which
+        # the old token's payload showed as JSON in base64
+        for secret in (st.st_mtime_ns, st.st_ctime_ns):
+            assert str(secret) not in seen
+        for name in ("principal", "payroll", "identity", "candidates", str(srv.ws)):
+            assert name not in seen
+    finally:
+        srv.close()

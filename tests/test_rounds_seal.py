@@ -73,14 +73,19 @@ def rejection(s: StateSealer, token: object, exp: Expectation | None = None) -> 
     return info.value
 
 
+def _b64u(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64u(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
 def forge(body_text: str, *, kid: str = "ka", key: bytes = KEY_A) -> str:
-    """A token whose MAC is valid (made with our key) around arbitrary payload text."""
+    """A token that is authentic (sealed with our key) around arbitrary payload text."""
     ring = KeyRing([(kid, key)])
-    body = base64.urlsafe_b64encode(body_text.encode()).rstrip(b"=").decode()
-    signed = f"v1.{kid}.{body}"
-    mac = ring.mac_for(kid, signed.encode())
-    assert mac is not None
-    return f"{signed}.{mac}"
+    box, tag = ring.seal_box(kid, f"v2.{kid}".encode(), body_text.encode())
+    return f"v2.{kid}.{_b64u(box)}.{_b64u(tag)}"
 
 
 def good_claims(**over: Any) -> dict[str, Any]:
@@ -106,13 +111,28 @@ def test_every_seal_gets_a_fresh_nonce() -> None:
     assert len(nonces) == 50
 
 
-def test_the_token_has_the_documented_shape_and_a_canonical_json_payload() -> None:
+def test_the_token_has_the_documented_shape_and_an_encrypted_canonical_json_payload() -> None:
+    """v2.<kid>.<b64url(nonce + ciphertext)>.<b64url(tag)>: AES-256-GCM under a key derived
+    from the secret with the documented label; the payload inside is canonical JSON. Read as a
+    delete-only principal would (it holds the token): no claim, identity or id shows."""
+    import hmac
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     token = sealer().seal(payload())
-    version, kid, body, mac = token.split(".")
-    assert (version, kid, len(mac)) == ("v1", "ka", 43)
-    text = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode("ascii")
+    version, kid, body, tag = token.split(".")
+    assert (version, kid, len(tag)) == ("v2", "ka", 22)
+    box = _unb64u(body)
+    key = hmac.new(KEY_A, b"fs-notes/requestState/v2/aes-256-gcm", hashlib.sha256).digest()
+    text = AESGCM(key).decrypt(box[:12], box[12:] + _unb64u(tag), b"v2.ka").decode("ascii")
     claims = json.loads(text)
     assert text == json.dumps(claims, sort_keys=True, separators=(",", ":"))
+    assert claims["candidates"] == [{"id": "a.md", "identity": [1, 2, 3, 4, 5]}]
+    # what the holder sees: the version, the key id and bytes that say nothing
+    for readable in ("alice", "a.md", "identity", "notes_delete", "file:", "[1,2,3,4,5]"):
+        assert readable not in token
+        assert readable.encode() not in box
+    assert len(box) == 12 + len(text)  # and the length, as any cipher shows it
 
 
 def test_seal_refuses_payloads_that_set_sealer_claims_or_lack_a_binding() -> None:
@@ -144,34 +164,51 @@ def _swap_last(text: str) -> str:
 
 def _flip_payload_byte(token: str) -> str:
     v, kid, body, mac = token.split(".")
-    raw = bytearray(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    raw = bytearray(_unb64u(body))
     raw[len(raw) // 2] ^= 0x01
-    return ".".join([v, kid, base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode(), mac])
+    return ".".join([v, kid, _b64u(bytes(raw)), mac])
+
+
+def _flip_nonce_byte(token: str) -> str:
+    v, kid, body, mac = token.split(".")
+    raw = bytearray(_unb64u(body))
+    raw[0] ^= 0x01
+    return ".".join([v, kid, _b64u(bytes(raw)), mac])
 
 
 def _flip_mac_byte(token: str) -> str:
     head, mac = token.rsplit(".", 1)
-    raw = bytearray(base64.urlsafe_b64decode(mac + "="))
+    raw = bytearray(_unb64u(mac))
     raw[0] ^= 0x80
-    return f"{head}.{base64.urlsafe_b64encode(bytes(raw)).rstrip(b'=').decode()}"
+    return f"{head}.{_b64u(bytes(raw))}"
 
 
 def _non_canonical_mac(token: str) -> str:
-    # 43 base64url chars carry 258 bits for a 256-bit MAC: the last char has 2 spare bits.
+    # 22 base64url chars carry 132 bits for a 128-bit tag: the last char has 4 spare bits.
     head, mac = token.rsplit(".", 1)
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
     last = alphabet.index(mac[-1])
     forged = mac[:-1] + alphabet[last ^ 0x01]
-    assert base64.urlsafe_b64decode(forged + "=") == base64.urlsafe_b64decode(mac + "=")
+    assert _unb64u(forged) == _unb64u(mac)
     return f"{head}.{forged}"
 
 
+def _body_of_another(token: str) -> str:
+    """The payload of another token under the same key, with this token's tag."""
+    other = sealer(ring=KeyRing([("ka", KEY_A), ("kb", KEY_B)])).seal(payload(principal="bob"))
+    v, kid, _body, mac = token.split(".")
+    return ".".join([v, kid, other.split(".")[2], mac])
+
+
 TAMPERS: list[tuple[str, Callable[[str], object], str]] = [
-    ("version bumped", lambda t: "v2" + t[2:], "unknown version"),
-    ("version case changed", lambda t: "V1" + t[2:], "malformed"),
+    ("version bumped", lambda t: "v3" + t[2:], "unknown version"),
+    ("the old MAC-only version", lambda t: "v1" + t[2:], "unknown version"),
+    ("version case changed", lambda t: "V2" + t[2:], "malformed"),
     ("kid unknown", lambda t: t.replace(".ka.", ".kz.", 1), "unknown key id"),
     ("kid relabelled to another ring key", lambda t: t.replace(".ka.", ".kb.", 1), "bad mac"),
     ("payload byte flipped", _flip_payload_byte, "bad mac"),
+    ("nonce byte flipped", _flip_nonce_byte, "bad mac"),
+    ("payload of another token", _body_of_another, "bad mac"),
     ("payload char dropped", lambda t: t.replace(".", ".", 1)[:10] + t[11:], "bad mac"),
     ("mac byte flipped", _flip_mac_byte, "bad mac"),
     ("mac with spare bits set", _non_canonical_mac, "bad mac"),

@@ -9,19 +9,23 @@ tool, these exact arguments, one of the phases expected, this workspace and this
 rejecting helper: the precise reason goes to the log and to `StateRejected.reason`; `str()` of the
 exception is one fixed message, so a client cannot learn which check failed.
 
-Choice: HMAC-SHA256 (integrity only), not authenticated encryption. Integrity is what the
-deletion needs: the candidate set, the identities and the bindings must be exactly what the server
-minted. The payload is readable by whoever holds the token (the client that was just shown the
-form): principal name, workspace URI, candidate ids (already in the form), the argument digest,
-and per candidate (dev, ino, size, mtime_ns, ctime_ns). The last tuple is the only thing the form
-does not already show; inode and device numbers and nanosecond ctimes identify files on this host
-but grant no access, and the same client can already list, read and time these notes. Stdlib has
-no AEAD, and a home-made cipher would add more risk than the secrecy is worth.
+Choice: authenticated encryption (AES-256-GCM, from the `cryptography` package), not only a
+MAC. Integrity is what the deletion needs: the candidate set, the identities and the bindings must
+be exactly what the server minted. Secrecy is what a principal without read needs (issue 27): the
+payload carries per candidate (dev, ino, size, mtime_ns, ctime_ns), which a delete-only principal
+must not learn (a note's exact size, its times to the nanosecond), besides the principal name, the
+workspace URI and the argument digest. Sealed with a MAC only, the client that holds the token
+could read all of it; encrypted, it reads the version and the key id, nothing else (not even the
+length of each field, only the token's). Stdlib has no AEAD, and a home-made cipher would be the
+riskiest code in the server: `cryptography` is the well-kept binding of OpenSSL that Python's own
+ecosystem relies on.
 
-Token: ``v1.<kid>.<b64url(canonical JSON payload)>.<b64url(HMAC-SHA256)>``; the MAC covers every
-byte before the last dot (version, kid and payload are all bound). Tokens longer than
-`MAX_TOKEN_CHARS` are refused before any other work. The MAC key is derived from the key-file
-secret with a fixed label (domain separation).
+Token: ``v2.<kid>.<b64url(12-byte nonce + AES-256-GCM ciphertext of the canonical JSON
+payload)>.<b64url(16-byte tag)>``; the version and kid are the associated data (every byte
+before the second dot is bound, and the nonce is bound as GCM binds it). A random 96-bit GCM
+nonce per token, under a key that seals at most a few tokens a second, stays far below GCM's
+bounds (2^32 messages per key). Tokens longer than `MAX_TOKEN_CHARS` are refused before any other
+work. The cipher key is derived from the key-file secret with a fixed label (domain separation).
 
 Key file format (`KeyRing.from_file`), UTF-8 text, one key per line::
 
@@ -62,6 +66,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from ..protocol.errors import INVALID_PARAMS, ProtocolError
 from ..secretfile import SecretFileError, read_secret_file
 
@@ -94,12 +101,13 @@ FUTURE_SKEW = 60.0
 MIN_KEY_BYTES = 32
 MAX_KEY_FILE_BYTES = 64 * 1024
 
-_VERSION = "v1"
+_VERSION = "v2"
 _PAYLOAD_VERSION = 1
-_MAC_LABEL = b"fs-notes/requestState/v1/hmac-sha256"
+_KEY_LABEL = b"fs-notes/requestState/v2/aes-256-gcm"
+_NONCE_BYTES = 12
 _KID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _TOKEN_RE = re.compile(
-    r"([a-z0-9]{1,8})\.([A-Za-z0-9_-]{1,32})\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{43})"
+    r"([a-z0-9]{1,8})\.([A-Za-z0-9_-]{1,32})\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{22})"
 )
 _NONCE_RE = re.compile(r"[0-9a-f]{32}")
 # Claims the sealer stamps itself; a caller's payload may not set them.
@@ -177,8 +185,12 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _mac_key(secret: bytes) -> bytes:
-    return hmac.new(secret, _MAC_LABEL, hashlib.sha256).digest()
+def _cipher_key(secret: bytes) -> AESGCM:
+    return AESGCM(hmac.new(secret, _KEY_LABEL, hashlib.sha256).digest())
+
+
+class NotAuthentic(ValueError):
+    """A sealed box that this key did not make, or that was changed since."""
 
 
 #: The key ring serve keeps beside the replay database when no --state-key-file is given.
@@ -186,12 +198,12 @@ KEPT_NAME = "state.keys"
 
 
 class KeyRing:
-    """Named HMAC keys: the first one signs, every one verifies."""
+    """Named keys: the first one seals, every one opens."""
 
     def __init__(self, keys: Sequence[tuple[str, bytes]]) -> None:
         if not keys:
             raise ValueError("a key ring needs at least one key")
-        self._keys: dict[str, bytes] = {}
+        self._keys: dict[str, AESGCM] = {}
         for kid, secret in keys:
             if not _KID_RE.fullmatch(kid):
                 raise ValueError(f"key id {kid!r} is not 1-32 of [A-Za-z0-9_-]")
@@ -199,8 +211,12 @@ class KeyRing:
                 raise ValueError(f"key {kid!r} has {len(secret)} bytes, need >= {MIN_KEY_BYTES}")
             if kid in self._keys:
                 raise ValueError(f"key id {kid!r} appears twice")
-            self._keys[kid] = _mac_key(bytes(secret))
+            self._keys[kid] = _cipher_key(bytes(secret))
         self._signing_kid = keys[0][0]
+        # once now, before a server confines itself: OpenSSL initialises on first use
+        kid = self._signing_kid
+        if self.open_box(kid, b"", *self.seal_box(kid, b"", b"warm")) != b"warm":
+            raise ValueError("the cipher does not round-trip")
 
     @classmethod
     def ephemeral(cls) -> KeyRing:
@@ -249,12 +265,22 @@ class KeyRing:
     def kids(self) -> tuple[str, ...]:
         return tuple(self._keys)
 
-    def mac_for(self, kid: str, message: bytes) -> str | None:
-        """The b64url HMAC of `message` under key `kid`, or None for an unknown kid."""
-        key = self._keys.get(kid)
-        if key is None:
-            return None
-        return _b64u(hmac.digest(key, message, "sha256"))
+    def seal_box(self, kid: str, header: bytes, plaintext: bytes) -> tuple[bytes, bytes]:
+        """(random nonce + ciphertext, tag) of `plaintext` under key `kid`, `header` bound."""
+        nonce = secrets.token_bytes(_NONCE_BYTES)
+        sealed = self._keys[kid].encrypt(nonce, plaintext, header)
+        return nonce + sealed[:-16], sealed[-16:]
+
+    def open_box(self, kid: str, header: bytes, box: bytes, tag: bytes) -> bytes:
+        """The plaintext of a `seal_box` result; KeyError for an unknown kid, NotAuthentic for
+        anything this key did not seal with this header, or changed since."""
+        key = self._keys[kid]
+        if len(box) < _NONCE_BYTES or len(tag) != 16:
+            raise NotAuthentic("too short")
+        try:
+            return key.decrypt(box[:_NONCE_BYTES], box[_NONCE_BYTES:] + tag, header)
+        except InvalidTag:
+            raise NotAuthentic("bad tag") from None
 
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
@@ -397,12 +423,12 @@ class StateSealer:
             raise ValueError("nonce source must return 32 lowercase hex characters")
         claims = {**payload, "v": _PAYLOAD_VERSION, "iat": now, "exp": now + self._ttl}
         claims["nonce"] = nonce
-        body = _b64u(_canonical(claims, ensure_ascii=True).encode("ascii"))
         kid = self._keyring.signing_kid
-        signed = f"{_VERSION}.{kid}.{body}"
-        mac = self._keyring.mac_for(kid, signed.encode("ascii"))
-        assert mac is not None
-        token = f"{signed}.{mac}"
+        header = f"{_VERSION}.{kid}"
+        box, tag = self._keyring.seal_box(
+            kid, header.encode("ascii"), _canonical(claims, ensure_ascii=True).encode("ascii")
+        )
+        token = f"{header}.{_b64u(box)}.{_b64u(tag)}"
         if len(token) > MAX_TOKEN_CHARS:
             raise StateTooLarge(f"sealed state is {len(token)} characters, max {MAX_TOKEN_CHARS}")
         return token
@@ -416,19 +442,22 @@ class StateSealer:
         match = _TOKEN_RE.fullmatch(token)
         if match is None:
             _reject("malformed")
-        version, kid, body, mac = match.groups()
+        version, kid, body, tag = match.groups()
         if version != _VERSION:
             _reject("unknown version")
-        expected_mac = self._keyring.mac_for(kid, token[: match.start(4) - 1].encode("ascii"))
-        if expected_mac is None:
+        if kid not in self._keyring.kids:
             _reject("unknown key id")
-        if not hmac.compare_digest(expected_mac.encode("ascii"), mac.encode("ascii")):
-            _reject("bad mac")
-        return self._check_claims(body, expect)
-
-    def _check_claims(self, body: str, expect: Expectation) -> dict[str, Any]:
         try:
-            text = _b64u_decode(body).decode("ascii")
+            plain = self._keyring.open_box(
+                kid, f"{version}.{kid}".encode("ascii"), _b64u_decode(body), _b64u_decode(tag)
+            )
+        except (ValueError, binascii.Error):  # NotAuthentic, or not canonical base64url
+            _reject("bad mac")
+        return self._check_claims(plain, expect)
+
+    def _check_claims(self, plain: bytes, expect: Expectation) -> dict[str, Any]:
+        try:
+            text = plain.decode("ascii")
             claims = json.loads(
                 text, object_pairs_hook=_strict_object, parse_constant=_no_constants
             )

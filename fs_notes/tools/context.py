@@ -314,6 +314,21 @@ class NotesEnv:
         except LexicalError as exc:
             raise ToolFailure(f"invalid folder: {exc}") from None
 
+    def may_read(self, call: Call, workspace_uri: str | None) -> Opened | None:
+        """The workspace opened for read, or None if this principal may not read there (what
+        a tool then leaves out of its result: a note's size, version, links; issue 27). Quiet:
+        the principal asked for nothing it was refused."""
+        principal = call.principal
+        assert isinstance(principal, Principal)
+        uri = workspace_uri if workspace_uri is not None else sole_workspace(self.policy, principal)
+        if uri is None:
+            return None
+        try:
+            grant = self.policy.authorize(principal, uri, "read")
+        except (LexicalError, AccessDenied):
+            return None
+        return Opened(grant.workspace, self.roots[grant.workspace.name], uri)
+
     def open(self, call: Call, workspace_uri: str | None, op: Operation) -> Opened:
         """Authorize ``op`` on the workspace named by ``workspace_uri``; None (the argument left
         out) names the principal's only workspace, and is refused when it has none or several.

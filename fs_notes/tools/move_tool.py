@@ -161,13 +161,6 @@ def _source_identity(ws: Opened, note_id: str, version: str | None) -> Identity:
         raise ToolFailure(fs_message(exc, note_id)) from None
 
 
-def _may_read(env: NotesEnv, call: Call, uri: str | None) -> Opened | None:
-    try:
-        return env.open(call, uri, "read")
-    except ToolFailure:
-        return None
-
-
 def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]:
     @guarded
     def notes_move(call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -185,7 +178,7 @@ def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]
         if new_id == note_id:
             raise ToolFailure(f"a note already exists at {shown_id(new_id, 300)}")
         expected = _source_identity(ws, note_id, version)
-        reader = _may_read(env, call, args.get("workspaceUri"))
+        reader = env.may_read(call, args.get("workspaceUri"))
         links = _backlinks(env, reader, note_id, new_id, update_links) if reader else None
         try:
             ident = mover.move(name, note_id, new_id, expected)
@@ -228,7 +221,10 @@ def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]
 def _result(
     note_id: str, new_id: str, ident: Identity, links: list[Backlink] | None, update: bool
 ) -> dict[str, Any]:
-    lines = [f"moved {shown_id(note_id, 300)} to {shown_id(new_id, 300)} ({ident.size} bytes)"]
+    # the size only to a principal who may read the note (a write-only one learns nothing of a
+    # note it cannot read: issue 27); `links` is None exactly when the principal may not
+    size = f" ({ident.size} bytes)" if links is not None else ""
+    lines = [f"moved {shown_id(note_id, 300)} to {shown_id(new_id, 300)}{size}"]
     listed: list[dict[str, Any]] | None = None
     if links is None:
         lines.append("links to it: not examined (no read permission in this workspace)")
@@ -250,7 +246,7 @@ def _result(
     structured: dict[str, Any] = {
         "id": note_id,
         "newId": new_id,
-        "size": ident.size,
+        **({"size": ident.size} if links is not None else {}),
         "backlinks": listed,
         "linksUpdated": update,
     }

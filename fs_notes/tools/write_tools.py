@@ -81,6 +81,14 @@ def build(env: NotesEnv, writer: NoteWriter) -> list[ToolSpec]:
             except FsError as exc:
                 raise ToolFailure(fs_message(exc, note_id)) from None
             env.cache.forget(ws.workspace.name, note_id)
+        if env.may_read(call, args.get("workspaceUri")) is None:
+            # A version hashes the file's inode with its bytes: to a principal who wrote the
+            # bytes but may not read, it would give away the inode. It could not use it either
+            # (expectedVersion needs read). Issue 27.
+            return CallToolResult(
+                content=[TextContent(text=f"{verb} {shown_id(note_id, 300)} ({len(data)} bytes)")],
+                structured_content={"id": note_id, "size": len(data)},
+            ).wire()
         version = note_version(ident, data)
         return CallToolResult(
             content=[
