@@ -119,7 +119,7 @@ def test_the_version_is_of_the_file_and_its_bytes_not_of_its_time_stamps(
 
 def test_an_expected_version_that_is_no_version_is_refused(ws: Path, call: Call) -> None:
     before = _ident(ws / "j.md")
-    result = call("notes_append", {"id": "j.md", "text": "x", "expectedVersion": "v1:abc"})
+    result = call("notes_append", {"id": "j.md", "content": "x", "expectedVersion": "v1:abc"})
     assert result["isError"] is True
     assert _text(result) == (
         'invalid expectedVersion: pass the version notes_read returned ("v1:" and 32 '
@@ -155,7 +155,8 @@ def test_an_update_with_a_version_read_before_someone_else_wrote_is_refused(
 def test_append_adds_exactly_the_text_and_refuses_a_stale_version(ws: Path, call: Call) -> None:
     note = ws / "j.md"
     seen = _read_version(call)
-    done = call("notes_append", {"id": "j.md", "text": "- tuesday: sun\n", "expectedVersion": seen})
+    args = {"id": "j.md", "content": "- tuesday: sun\n", "expectedVersion": seen}
+    done = call("notes_append", args)
     assert done.get("isError") is not True, done
     assert note.read_text() == JOURNAL + "- tuesday: sun\n"
     size = len(JOURNAL) + 15
@@ -164,7 +165,7 @@ def test_append_adds_exactly_the_text_and_refuses_a_stale_version(ws: Path, call
     }  # fmt: skip
     assert _text(done) == f"appended 15 bytes to j.md ({size} bytes, version {_version(note)})"
     before = _ident(note)
-    stale = call("notes_append", {"id": "j.md", "text": "twice?\n", "expectedVersion": seen})
+    stale = call("notes_append", {"id": "j.md", "content": "twice?\n", "expectedVersion": seen})
     text, data = _mismatch("j.md", seen)
     assert stale["isError"] is True and _text(stale) == text and stale["structuredContent"] == data
     assert _ident(note) == before and note.read_text() == JOURNAL + "- tuesday: sun\n"
@@ -187,10 +188,25 @@ def test_append_without_a_version_adds_to_what_is_there_when_it_writes(
         return current
 
     monkeypatch.setattr(versions, "load_current", read_then_someone_writes)
-    done = call("notes_append", {"id": "j.md", "text": "- mine\n"})
+    done = call("notes_append", {"id": "j.md", "content": "- mine\n"})
     assert done.get("isError") is not True, done
     assert note.read_text() == JOURNAL + "- theirs\n- mine\n"
     assert len(reads) == 2
+
+
+def test_append_takes_content_as_create_and_update_do_and_the_old_name_writes_nothing(
+    ws: Path, call: Call
+) -> None:
+    """Issue 28 item 7: one name for note text in every tool. The old `text` is refused."""
+    note = ws / "j.md"
+    before = note.read_bytes()
+    old = call("notes_append", {"id": "j.md", "text": "- old name\n"})
+    assert old.get("isError") is True, old
+    assert "missing required argument 'content'" in old["content"][0]["text"]
+    assert note.read_bytes() == before
+    done = call("notes_append", {"id": "j.md", "content": "- new name\n"})  # the control
+    assert done.get("isError") is not True, done
+    assert note.read_bytes() == before + b"- new name\n"
 
 
 # -- notes_edit ---------------------------------------------------------------------------------
@@ -279,7 +295,7 @@ def test_a_note_that_is_not_utf8_is_not_edited_but_may_be_appended_to(ws: Path, 
         "refused: bin.md is not valid UTF-8 text, so it cannot be edited (nothing was written)"
     )
     assert _ident(note) == before
-    done = call("notes_append", {"id": "bin.md", "text": "more\n"})
+    done = call("notes_append", {"id": "bin.md", "content": "more\n"})
     assert done.get("isError") is not True, done
     assert note.read_bytes() == b"# bytes \xff\xfe\nmore\n"
 
@@ -295,7 +311,7 @@ def test_the_result_is_held_to_the_read_limit(ws: Path, tmp_path: Path) -> None:
     srv = InProcess(policy, tmp_path, keyring=KeyRing.ephemeral(), clock=time.time)
     try:
         before = _ident(ws / "j.md")
-        args = {"workspaceUri": ws.as_uri(), "id": "j.md", "text": "x" * 5000}
+        args = {"workspaceUri": ws.as_uri(), "id": "j.md", "content": "x" * 5000}
         result = srv.call(ME, "notes_append", args)["result"]
     finally:
         for root in srv.roots.values():
@@ -449,7 +465,7 @@ def test_append_edit_and_versioned_update_run_in_the_confined_worker(
 
     monkeypatch.setattr(ConfinedWriters, "update", recorded)
     seen = _read_version(call)
-    done = call("notes_append", {"id": "j.md", "text": "- tuesday\n", "expectedVersion": seen})
+    done = call("notes_append", {"id": "j.md", "content": "- tuesday\n", "expectedVersion": seen})
     assert done.get("isError") is not True, done
     assert note.read_text() == JOURNAL + "- tuesday\n"
     edits = [{"oldText": "tuesday", "newText": "wednesday"}]

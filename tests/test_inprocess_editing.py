@@ -68,7 +68,7 @@ def test_a_move_renames_rewrites_wikilinks_and_never_overwrites(srv: Any, tmp_pa
 def test_append_and_edit_with_versions(srv: Any) -> None:
     path = srv.ws / "projects" / "board.md"
     version = _call(srv, "notes_read", id="projects/board.md")["structuredContent"]["version"]
-    appended = _call(srv, "notes_append", id="projects/board.md", text="- three\n",
+    appended = _call(srv, "notes_append", id="projects/board.md", content="- three\n",
                      expectedVersion=version)  # fmt: skip
     assert appended.get("isError") is not True, appended
     assert path.read_text() == "# Board\n\n- one\n- two\n- three\n"
@@ -131,7 +131,7 @@ def test_a_write_only_principal_cannot_read_a_note_through_edit_append_or_versio
             _call(srv, "notes_edit", id="payroll.md", dryRun=True,
                   edits=[{"oldText": "bob", "newText": "bob?"}]),
             _call(srv, "notes_edit", id="payroll.md", edits=[{"oldText": "\n", "newText": ""}]),
-            _call(srv, "notes_append", id="payroll.md", text=""),
+            _call(srv, "notes_append", id="payroll.md", content=""),
             _call(srv, "notes_update", id="payroll.md", content="x", expectedVersion=STALE),
             _call(srv, "notes_move", id="payroll.md", newId="p.md", expectedVersion=STALE),
         ]  # fmt: skip

@@ -104,7 +104,7 @@ def test_a_lone_surrogate_in_every_string_argument_of_every_tool_is_a_tool_error
         named = {(tool, arg) for tool, arg, _ in cases}
         # The four the issue found, among all the others.
         for tool, arg in [("notes_create", "content"), ("notes_update", "content"),
-                          ("notes_append", "text"), ("notes_search", "tag"),
+                          ("notes_append", "content"), ("notes_search", "tag"),
                           ("notes_edit", "edits[0].oldText"), ("notes_delete", "id")]:  # fmt: skip
             assert (tool, arg) in named
         with_text = {
@@ -144,7 +144,7 @@ def test_a_lone_surrogate_in_every_string_argument_of_every_tool_is_a_tool_error
     [
         ("notes_create", "content", {"id": "new.md", "content": LONE}),
         ("notes_update", "content", {"id": "todo.md", "content": LONE}),
-        ("notes_append", "text", {"id": "todo.md", "text": LONE}),
+        ("notes_append", "content", {"id": "todo.md", "content": LONE}),
         ("notes_search", "tag", {"query": "milk", "tag": LONE}),
     ],
 )

@@ -142,7 +142,8 @@ async def _append_and_edit_without_lost_updates(client: Client, ws: Path) -> Non
     assert first == _version(path)
     appended = await client.call_tool(
         "notes_append",
-        {"workspaceUri": uri, "id": note_id, "text": "- cover sheet\n", "expectedVersion": first},
+        {"workspaceUri": uri, "id": note_id, "content": "- cover sheet\n",
+         "expectedVersion": first},
     )
     assert appended.is_error is not True, appended
     assert path.read_text() == "# TPS report\n\nThe old TPS report.\n- cover sheet\n"

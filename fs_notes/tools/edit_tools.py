@@ -57,7 +57,7 @@ def build(env: NotesEnv, writer: Writer) -> list[ToolSpec]:
         env.open(call, args.get("workspaceUri"), "read")  # it reads the note: read, and write
         ws = env.open(call, args.get("workspaceUri"), "write")
         note_id = env.note_id(args["id"])
-        tail = args["text"].encode("utf-8")
+        tail = args["content"].encode("utf-8")
         expected = expected_version(args)
         require_writable(writer, ws)
         written = write_if(
@@ -166,10 +166,10 @@ def build(env: NotesEnv, writer: Writer) -> list[ToolSpec]:
             properties={
                 "workspaceUri": WORKSPACE_URI,
                 "id": NOTE_ID,
-                "text": text_arg,
+                "content": text_arg,
                 "expectedVersion": VERSION_ARG,
             },
-            required=("id", "text"),
+            required=("id", "content"),
             read_only=False,
             destructive=False,
             idempotent=False,
