@@ -46,6 +46,8 @@ if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first
 log = logging.getLogger("fs_notes.compose")
 
 
+# At INFO: in a user namespace every way passes root's "/" (shown as the overflow uid), so a
+# warning would be printed at every start there (Flatpak, `unshare -r`) and say nothing new.
 _UNMAPPED = (
     "%s: the way to it passes folders or links of users outside this user namespace (the "
     "overflow uid): they are taken as root's, as root's own show so here; another user's would "
@@ -75,7 +77,7 @@ def open_roots(policy: Policy) -> dict[str, WorkspaceRoot]:
             except OSError as exc:
                 raise ConfigError(f"{where}: cannot open the folder: {exc.strerror}") from None
             if trusted.unmapped:
-                log.warning(_UNMAPPED, where)
+                log.info(_UNMAPPED, where)
             try:
                 roots[ws.name] = WorkspaceRoot.from_fd(trusted.fd, symlinks=ws.symlinks)
                 st = os.fstat(roots[ws.name].fd)
@@ -221,7 +223,7 @@ def _way(folder: str, where: str, *, private: bool = False) -> None:
         raise ConfigError(f"{shown(where)}: {exc.strerror}") from None
     os.close(trusted.fd)
     if trusted.unmapped:
-        log.warning(_UNMAPPED, shown(where))
+        log.info(_UNMAPPED, shown(where))
 
 
 def open_confirm_parts(state: StatePaths, policy: Policy | None = None) -> ConfirmParts:

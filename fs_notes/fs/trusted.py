@@ -25,8 +25,8 @@ folder shows as the same (device, inode) twice (compose.open_roots refuses that)
 folder inside another workspace is not seen as nesting. In a user namespace other than the
 first (`unshare -r`, Flatpak, a rootless container), root's folders show as the overflow uid
 (65534), as does every other user's outside the namespace: there that uid counts as root's
-(`Trusted.unmapped` says the way relied on it, and serve warns), so a folder or link of another
-user outside passes as root's would (its mode is still checked).
+(`Trusted.unmapped` says the way relied on it, and serve logs it at INFO), so a folder or link
+of another user outside passes as root's would (its mode is still checked).
 """
 
 from __future__ import annotations
