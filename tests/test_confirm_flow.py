@@ -65,9 +65,9 @@ def test_the_form_is_valid_elicit_request_form_params_of_the_official_schema() -
     params = build_elicitation(WS, TITLE, CANDIDATES)
     validate(params, "ElicitRequestFormParams")
     validate({"method": "elicitation/create", "params": params}, "ElicitRequest")
-    validate(input_request(WS, TITLE, CANDIDATES), "InputRequests")
+    validate(input_request(WS, TITLE, CANDIDATES, modified=True), "InputRequests")
     assert params["mode"] == "form"
-    assert list(input_request(WS, TITLE, CANDIDATES)) == [ELICITATION_KEY]
+    assert list(input_request(WS, TITLE, CANDIDATES, modified=True)) == [ELICITATION_KEY]
 
 
 def test_note_id_is_a_titled_single_select_and_confirm_a_boolean_both_required() -> None:
@@ -90,6 +90,20 @@ def test_each_option_is_labelled_title_id_and_modification_time() -> None:
         == '"TPS report" \u2014 projects/tps-report.md (modified 2026-01-02T03:04:05Z)'
     )
     assert options[1]["title"].endswith("(modified 2026-01-01T03:04:05Z)")
+
+
+def test_for_a_principal_without_read_the_options_carry_no_time() -> None:
+    """issue 27: a delete-only grant sees titles and ids in the form, no time of a note; the
+    same answer is still accepted (the options' values do not change)."""
+    form = input_request(WS, TITLE, CANDIDATES, modified=False)[ELICITATION_KEY]["params"]
+    options = form["requestedSchema"]["properties"]["note_id"]["oneOf"]
+    assert [o["title"] for o in options] == [
+        '"TPS report" \u2014 projects/tps-report.md',
+        '"TPS report" \u2014 archive/tps-report.md',
+    ]
+    assert "modified" not in json.dumps(form) and "2026" not in json.dumps(form)
+    answer = {ELICITATION_KEY: {"action": "accept", "content": {"note_id": B.id, "confirm": True}}}
+    assert decide(CANDIDATES, answer, title=TITLE) == Decision.Delete(B.id, B.identity)
 
 
 def test_the_message_is_plain_text_naming_the_workspace_and_the_title() -> None:

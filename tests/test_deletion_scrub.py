@@ -159,3 +159,155 @@ def test_a_confirmed_delete_through_serve_leaves_no_word_in_the_state_folder(
     wal = list(state.glob("search-*.sqlite3-wal"))
     assert all(p.stat().st_size == 0 for p in wal), [p.stat().st_size for p in wal]
     assert "could not" not in server.stderr, server.stderr
+
+
+def _delete(server: StdioServer, ws: Path, title: str, note_id: str, first_id: int) -> Any:
+    args = {"workspaceUri": _uri(ws), "title": title}
+    first: dict[str, Any] = server.ask(call_tool(first_id, "notes_delete", args, FORM))
+    answer = {"action": "accept", "content": {"note_id": note_id, "confirm": True}}
+    token = first["result"]["requestState"]
+    return server.ask(
+        call_tool(first_id + 1, "notes_delete", args, FORM,
+                  inputResponses={"delete_choice": answer}, requestState=token)
+    )["result"]  # fmt: skip
+
+
+def test_a_deletion_before_any_search_scrubs_the_index_a_previous_run_left(
+    tmp_path: Path,
+) -> None:
+    """Reviewer's find: a server that had not opened its index yet (no search since it started)
+    deleted the note and left its words in the file the previous run built, until some later
+    search. Now the deletion opens the index to drop it."""
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    for name, extract in _filler(50):
+        (ws / name).write_text(f"# {extract.title}\n\n{extract.text}\n")
+    (ws / "secret.md").write_text(f"# Secret plans\n\n{BODY}\n")
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    first = StdioServer("serve", str(ws), "--state-dir", str(state), env=child_env())
+    try:
+        first.ask(call_tool(1, "notes_search", {"query": "Qvorblexian"}))
+    finally:
+        assert first.close() == 0, first.stderr
+    assert _found(state) == set(SECRET)  # the control: the last run's index holds them
+    server = StdioServer("serve", str(ws), "--state-dir", str(state), env=child_env())
+    try:
+        done = _delete(server, ws, "Secret plans", "secret.md", 1)
+        assert done["structuredContent"] == {"deleted": "secret.md", "outcome": "deleted"}
+        assert _found(state) == set()  # while it runs, with no search in between
+    finally:
+        assert server.close() == 0, server.stderr
+    assert _found(state) == set()
+
+
+def test_a_moved_notes_old_name_leaves_the_index_by_the_stop_at_the_latest(
+    tmp_path: Path,
+) -> None:
+    """Reviewer's find: notes_move never told the index, so the old id stayed in its files
+    until a later search refreshed it, and for good if none came before the stop."""
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    for name, extract in _filler(50):
+        (ws / name).write_text(f"# {extract.title}\n\n{extract.text}\n")
+    old = "Jixplumtrove-minutes.md"
+    (ws / old).write_text("# Minutes\n\nNothing of note.\n")
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    server = StdioServer("serve", str(ws), "--state-dir", str(state), env=child_env())
+    try:
+        found = server.ask(call_tool(1, "notes_search", {"query": "Jixplumtrove"}))
+        assert [m["id"] for m in found["result"]["structuredContent"]["matches"]] == [old]
+        assert _found(state, ["Jixplumtrove"]) == {"Jixplumtrove"}  # the control
+        moved = server.ask(call_tool(2, "notes_move", {"id": old, "newId": "minutes.md"}))
+        assert moved["result"].get("isError") is not True, moved
+    finally:
+        assert server.close() == 0, server.stderr
+    assert (ws / "minutes.md").exists()
+    assert _found(state, ["Jixplumtrove"]) == set()
+
+
+def test_remove_scrubs_a_gone_note_at_once_and_a_moved_one_by_close(tmp_path: Path) -> None:
+    notes = dict(_filler(100))
+    notes["secret.md"] = Extract("Secret plans", BODY)
+    notes["moved.md"] = Extract("Moved", "Xandrovulpe Quentimarsh")
+    index = _build(tmp_path / "search-x.sqlite3", notes)
+    index.remove("moved.md", gone=False)  # its text lives on under its new id
+    assert index.search("Xandrovulpe", limit=10) == []
+    index.remove("secret.md")
+    assert _found(tmp_path) == set()
+    index.close()
+    assert _found(tmp_path, ["Xandrovulpe", "Quentimarsh"]) == set()
+
+
+def test_a_cancelled_build_scrubs_what_its_committed_batches_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reviewer's find: a build stopped after a committed batch raised past the scrub, so the
+    text its batches replaced waited for the next write (no timer was started). Cut short,
+    it still starts the timer (made short from outside), and the timer scrubs."""
+    monkeypatch.setattr(index_module, "BATCH", 20)
+    monkeypatch.setattr(index_module, "SCRUB_SECONDS", 0.2)
+    notes = dict(_filler(60))
+    notes["n3.md"] = Extract("Plans", BODY)
+    index = _build(tmp_path / "search-x.sqlite3", notes)
+    index._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    assert _found(tmp_path) == set(SECRET)  # the control
+    edited = {**notes, "n3.md": Extract("Plans", "Meeting about the budget.")}
+
+    def stop(done: int, total: int) -> None:
+        if done == 30:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        index.refresh([(i, "k2") for i in edited], edited.get, on_progress=stop)
+    assert index.search("Zwyntharope", limit=10) == []  # n3 was in the committed batch
+    deadline = time.monotonic() + 10
+    while _found(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _found(tmp_path) == set()  # with no write after it, nor a close
+    index.close()
+
+
+def test_an_index_used_after_fork_has_a_free_lock_and_a_timer_of_its_own(tmp_path: Path) -> None:
+    """Reviewer's find: a child forked while a thread held the index's lock would wait for ever,
+    and the parent's timer (not in the child) kept the child from starting one. Run in a
+    subprocess: the parent holds the lock in a thread across the fork."""
+    code = f"""
+import os, sys, threading, time
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from fs_notes.search import index as m
+from fs_notes.search.index import Extract, NoteIndex
+m.SCRUB_SECONDS = 0.2
+notes = {{"a.md": Extract("A", "Zwyntharope budget"), "b.md": Extract("B", "plain")}}
+index = NoteIndex({str(tmp_path / "search-f.sqlite3")!r})
+index.refresh([(i, "k1") for i in notes], notes.get)
+index._timer = threading.Timer(3600, lambda: None)  # a timer of the parent's
+held, done = threading.Event(), threading.Event()
+def hold():
+    with index._lock:
+        held.set()
+        done.wait()
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    notes["a.md"] = Extract("A", "budget")
+    index.update([("a.md", "k2")], notes.get)  # would hang on the parent's held lock
+    time.sleep(1.0)
+    blob = open({str(tmp_path / "search-f.sqlite3")!r}, "rb").read()
+    try:
+        blob += open({str(tmp_path / "search-f.sqlite3-wal")!r}, "rb").read()
+    except FileNotFoundError:
+        pass
+    os._exit(0 if b"yntharope" not in blob else 3)
+done.set()
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+    import subprocess
+    import sys
+
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env=child_env())  # fmt: skip
+    assert ran.stdout.strip() == "0", (ran.stdout, ran.stderr)

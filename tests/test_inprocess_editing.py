@@ -241,3 +241,33 @@ def test_a_delete_only_principal_cannot_read_the_identities_in_the_request_state
             assert name not in seen
     finally:
         srv.close()
+
+
+@pytest.mark.parametrize("may_read", [False, True])
+def test_the_delete_form_shows_a_principal_without_read_no_time_of_a_note(
+    tmp_path: Path, may_read: bool
+) -> None:
+    """Reviewer's find (issue 27 item 3): each option of the form said "(modified <time>)",
+    a note's time to a delete-only principal. Now only a principal who may read sees it (the
+    control); the deletion goes ahead the same either way."""
+    srv = _principal_server(tmp_path, '["read", "delete"]' if may_read else '["delete"]')
+    try:
+        args = {"workspaceUri": srv.ws.as_uri(), "title": "Payroll"}
+        caps: dict[str, Any] = {"elicitation": {"form": {}}}
+        first = srv.call(srv.me, "notes_delete", args, caps=caps)["result"]
+        schema = first["inputRequests"]["delete_choice"]["params"]["requestedSchema"]
+        (label,) = [o["title"] for o in schema["properties"]["note_id"]["oneOf"]]
+        if may_read:
+            assert label.startswith('"Payroll" \u2014 payroll.md (modified 20')
+        else:
+            assert label == '"Payroll" \u2014 payroll.md'
+        chosen = {"note_id": "payroll.md", "confirm": True}
+        answer = {"delete_choice": {"action": "accept", "content": chosen}}
+        token = first["requestState"]
+        done = srv.call(
+            srv.me, "notes_delete", args, caps=caps, inputResponses=answer, requestState=token
+        )["result"]
+        assert done["structuredContent"]["deleted"] == "payroll.md", done
+        assert not (srv.ws / "payroll.md").exists()
+    finally:
+        srv.close()

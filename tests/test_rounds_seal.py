@@ -112,9 +112,10 @@ def test_every_seal_gets_a_fresh_nonce() -> None:
 
 
 def test_the_token_has_the_documented_shape_and_an_encrypted_canonical_json_payload() -> None:
-    """v2.<kid>.<b64url(nonce + ciphertext)>.<b64url(tag)>: AES-256-GCM under a key derived
-    from the secret with the documented label; the payload inside is canonical JSON. Read as a
-    delete-only principal would (it holds the token): no claim, identity or id shows."""
+    """v2.<kid>.<b64url(salt + nonce + ciphertext)>.<b64url(tag)>: AES-256-GCM under the key of
+    this token (HMAC of its salt under the kid's key, derived from the secret with the
+    documented label); inside, canonical JSON padded with spaces to a multiple of 1 KiB. Read as
+    a delete-only principal would (it holds the token): no claim, identity or id shows."""
     import hmac
 
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -123,16 +124,43 @@ def test_the_token_has_the_documented_shape_and_an_encrypted_canonical_json_payl
     version, kid, body, tag = token.split(".")
     assert (version, kid, len(tag)) == ("v2", "ka", 22)
     box = _unb64u(body)
-    key = hmac.new(KEY_A, b"fs-notes/requestState/v2/aes-256-gcm", hashlib.sha256).digest()
-    text = AESGCM(key).decrypt(box[:12], box[12:] + _unb64u(tag), b"v2.ka").decode("ascii")
+    ring_key = hmac.new(KEY_A, b"fs-notes/requestState/v2/aes-256-gcm", hashlib.sha256).digest()
+    key = hmac.new(ring_key, box[:16], hashlib.sha256).digest()
+    padded = AESGCM(key).decrypt(box[16:28], box[28:] + _unb64u(tag), b"v2.ka").decode("ascii")
+    text = padded.rstrip(" ")
     claims = json.loads(text)
     assert text == json.dumps(claims, sort_keys=True, separators=(",", ":"))
     assert claims["candidates"] == [{"id": "a.md", "identity": [1, 2, 3, 4, 5]}]
+    assert len(padded) % 1024 == 0 and len(padded) > len(text)
     # what the holder sees: the version, the key id and bytes that say nothing
     for readable in ("alice", "a.md", "identity", "notes_delete", "file:", "[1,2,3,4,5]"):
         assert readable not in token
         assert readable.encode() not in box
-    assert len(box) == 12 + len(text)  # and the length, as any cipher shows it
+    assert len(box) == 28 + len(padded)
+    # the positive control of the per-token key: under the kid's key itself, it does not open
+    from cryptography.exceptions import InvalidTag
+
+    with pytest.raises(InvalidTag):
+        AESGCM(ring_key).decrypt(box[16:28], box[28:] + _unb64u(tag), b"v2.ka")
+
+
+def test_the_length_of_a_token_tells_nothing_of_a_notes_numbers() -> None:
+    """A delete-only principal sees the token's length: it must not move with a candidate's
+    size, inode, device or times (the digits of each), only with what the form shows."""
+    s = sealer()
+    small = [{"id": f"n{i}.md", "identity": [1, 2, 3, 4, 5]} for i in range(8)]
+    wide = [
+        {"id": f"n{i}.md", "identity": [2**64 - 1, 2**64 - 1, 2**63 - 1, -(2**62), 2**62]}
+        for i in range(8)
+    ]
+    lengths = {len(s.seal(payload(candidates=c))) for c in (small, wide)}
+    for size in range(0, 5000, 7):  # every digit count of a size, and the buckets' edges
+        one = [{"id": "a.md", "identity": [66306, 1234567, size, 10**18, 10**18]}]
+        lengths.add(len(s.seal(payload(candidates=small[:7] + one))))
+    assert len(lengths) == 1
+    # the control: what the principal sees in the form (the ids) may move it
+    longer = [{"id": "x" * 3000 + ".md", "identity": [1, 2, 3, 4, 5]}]
+    assert len(s.seal(payload(candidates=longer))) > lengths.pop()
 
 
 def test_seal_refuses_payloads_that_set_sealer_claims_or_lack_a_binding() -> None:

@@ -145,8 +145,13 @@ def _check_candidates(candidates: Sequence[Candidate]) -> None:
         raise ValueError("candidate ids must be unique")
 
 
-def requested_schema(title: str, candidates: Sequence[Candidate]) -> dict[str, Any]:
-    """The flat form schema: a titled single-select `note_id` and a boolean `confirm`."""
+def requested_schema(
+    title: str, candidates: Sequence[Candidate], *, modified: bool = True
+) -> dict[str, Any]:
+    """The flat form schema: a titled single-select `note_id` and a boolean `confirm`.
+    ``modified``: each option shows when its note was last changed (what tells notes of one
+    title apart); off for a principal who may not read there (issue 27: a grant without read
+    learns no time of a note)."""
     _check_candidates(candidates)
     alike = Counter(skeleton(c.id) for c in candidates)
     labels: list[str] = []
@@ -157,8 +162,8 @@ def requested_schema(title: str, candidates: Sequence[Candidate]) -> dict[str, A
             note = _middle(spelled(c.id), _DISPLAY_ID_CHARS) + " [look-alike name, spelled out]"
         else:
             note = _middle(shown_id(c.id), _DISPLAY_ID_CHARS)
-        modified = _iso_time(c.identity.mtime_ns)
-        labels.append(f"{isolated(label)} \u2014 {isolated(note)} (modified {modified})")
+        when = f" (modified {_iso_time(c.identity.mtime_ns)})" if modified else ""
+        labels.append(f"{isolated(label)} \u2014 {isolated(note)}{when}")
     seen = Counter(labels)
     options = [
         # Cut ids can still coincide: then the option's position tells them apart.
@@ -186,7 +191,12 @@ def requested_schema(title: str, candidates: Sequence[Candidate]) -> dict[str, A
 
 
 def build_elicitation(
-    workspace_uri: str, title: str, candidates: Sequence[Candidate], *, by_id: bool = False
+    workspace_uri: str,
+    title: str,
+    candidates: Sequence[Candidate],
+    *,
+    by_id: bool = False,
+    modified: bool = True,
 ) -> dict[str, Any]:
     """The ``elicitation/create`` params (form mode) for choosing and confirming a deletion.
     ``by_id``: the note was asked for by its id (``title`` is then that id, and the one
@@ -207,18 +217,26 @@ def build_elicitation(
     return {
         "mode": "form",
         "message": message,
-        "requestedSchema": requested_schema(title, candidates),
+        "requestedSchema": requested_schema(title, candidates, modified=modified),
     }
 
 
 def input_request(
-    workspace_uri: str, title: str, candidates: Sequence[Candidate], *, by_id: bool = False
+    workspace_uri: str,
+    title: str,
+    candidates: Sequence[Candidate],
+    *,
+    by_id: bool = False,
+    modified: bool,
 ) -> dict[str, Any]:
-    """The ``inputRequests`` map of round 1: one ``elicitation/create`` under `ELICITATION_KEY`."""
+    """The ``inputRequests`` map of round 1: one ``elicitation/create`` under `ELICITATION_KEY`.
+    ``modified`` has no default: the tool says whether its principal may see the times."""
     return {
         ELICITATION_KEY: {
             "method": "elicitation/create",
-            "params": build_elicitation(workspace_uri, title, candidates, by_id=by_id),
+            "params": build_elicitation(
+                workspace_uri, title, candidates, by_id=by_id, modified=modified
+            ),
         }
     }
 

@@ -15,17 +15,21 @@ be exactly what the server minted. Secrecy is what a principal without read need
 payload carries per candidate (dev, ino, size, mtime_ns, ctime_ns), which a delete-only principal
 must not learn (a note's exact size, its times to the nanosecond), besides the principal name, the
 workspace URI and the argument digest. Sealed with a MAC only, the client that holds the token
-could read all of it; encrypted, it reads the version and the key id, nothing else (not even the
-length of each field, only the token's). Stdlib has no AEAD, and a home-made cipher would be the
-riskiest code in the server: `cryptography` is the well-kept binding of OpenSSL that Python's own
-ecosystem relies on.
+could read all of it; encrypted, it reads the version and the key id, nothing else. Its length
+says no more: the plaintext is padded with spaces to a multiple of `PAD_BYTES`, counting every
+integer in the payload at its widest (`_INT_WIDTH`), so the length depends on the ids (which the
+form shows anyway), the bindings and the stamps, never on a note's size, inode or times. Stdlib
+has no AEAD, and a home-made cipher would be the riskiest code in the server: `cryptography` is
+the well-kept binding of OpenSSL that Python's own ecosystem relies on.
 
-Token: ``v2.<kid>.<b64url(12-byte nonce + AES-256-GCM ciphertext of the canonical JSON
-payload)>.<b64url(16-byte tag)>``; the version and kid are the associated data (every byte
-before the second dot is bound, and the nonce is bound as GCM binds it). A random 96-bit GCM
-nonce per token, under a key that seals at most a few tokens a second, stays far below GCM's
-bounds (2^32 messages per key). Tokens longer than `MAX_TOKEN_CHARS` are refused before any other
-work. The cipher key is derived from the key-file secret with a fixed label (domain separation).
+Token: ``v2.<kid>.<b64url(16-byte salt + 12-byte nonce + AES-256-GCM ciphertext of the padded
+canonical JSON payload)>.<b64url(16-byte tag)>``; the version and kid are the associated data
+(every byte before the second dot is bound). Each token is sealed under a key of its own,
+HMAC-SHA256 of its random salt under the kid's key (itself derived from the key-file secret
+with a fixed label, for domain separation), so GCM's bound on random nonces per key (2^32
+messages) never applies, however long a key ring lives: salts would have to repeat (2^64
+tokens) before a (key, nonce) pair could. Tokens longer than `MAX_TOKEN_CHARS` are refused
+before any other work.
 
 Key file format (`KeyRing.from_file`), UTF-8 text, one key per line::
 
@@ -105,6 +109,11 @@ _VERSION = "v2"
 _PAYLOAD_VERSION = 1
 _KEY_LABEL = b"fs-notes/requestState/v2/aes-256-gcm"
 _NONCE_BYTES = 12
+_SALT_BYTES = 16
+#: The plaintext is padded to a multiple of this (see the module docstring).
+PAD_BYTES = 1024
+#: The widest an integer of a payload is counted: -2**63 and 2**64 - 1 take 20 digits and a sign.
+_INT_WIDTH = 21
 _KID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _TOKEN_RE = re.compile(
     r"([a-z0-9]{1,8})\.([A-Za-z0-9_-]{1,32})\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{22})"
@@ -181,12 +190,34 @@ def args_digest(arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _int_slack(value: Any) -> int:
+    """How many characters the integers in `value` fall short of `_INT_WIDTH` each."""
+    if isinstance(value, bool) or value is None or isinstance(value, str | float):
+        return 0
+    if isinstance(value, int):
+        return max(0, _INT_WIDTH - len(str(value)))
+    if isinstance(value, Mapping):
+        return sum(_int_slack(v) for v in value.values())
+    return sum(_int_slack(v) for v in value)
+
+
+def _padded(plain: str, payload: Mapping[str, Any]) -> bytes:
+    """`plain` (ASCII) with trailing spaces, to a length that no integer of `payload` moves."""
+    widest = len(plain) + _int_slack(payload)
+    return (plain + " " * (-widest % PAD_BYTES + widest - len(plain))).encode("ascii")
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _cipher_key(secret: bytes) -> AESGCM:
-    return AESGCM(hmac.new(secret, _KEY_LABEL, hashlib.sha256).digest())
+def _ring_key(secret: bytes) -> bytes:
+    return hmac.new(secret, _KEY_LABEL, hashlib.sha256).digest()
+
+
+def _token_cipher(ring_key: bytes, salt: bytes) -> AESGCM:
+    """The AES-256-GCM key of one token: its salt under the kid's key."""
+    return AESGCM(hmac.new(ring_key, salt, hashlib.sha256).digest())
 
 
 class NotAuthentic(ValueError):
@@ -203,7 +234,7 @@ class KeyRing:
     def __init__(self, keys: Sequence[tuple[str, bytes]]) -> None:
         if not keys:
             raise ValueError("a key ring needs at least one key")
-        self._keys: dict[str, AESGCM] = {}
+        self._keys: dict[str, bytes] = {}
         for kid, secret in keys:
             if not _KID_RE.fullmatch(kid):
                 raise ValueError(f"key id {kid!r} is not 1-32 of [A-Za-z0-9_-]")
@@ -211,7 +242,7 @@ class KeyRing:
                 raise ValueError(f"key {kid!r} has {len(secret)} bytes, need >= {MIN_KEY_BYTES}")
             if kid in self._keys:
                 raise ValueError(f"key id {kid!r} appears twice")
-            self._keys[kid] = _cipher_key(bytes(secret))
+            self._keys[kid] = _ring_key(bytes(secret))
         self._signing_kid = keys[0][0]
         # once now, before a server confines itself: OpenSSL initialises on first use
         kid = self._signing_kid
@@ -266,19 +297,22 @@ class KeyRing:
         return tuple(self._keys)
 
     def seal_box(self, kid: str, header: bytes, plaintext: bytes) -> tuple[bytes, bytes]:
-        """(random nonce + ciphertext, tag) of `plaintext` under key `kid`, `header` bound."""
-        nonce = secrets.token_bytes(_NONCE_BYTES)
-        sealed = self._keys[kid].encrypt(nonce, plaintext, header)
-        return nonce + sealed[:-16], sealed[-16:]
+        """(salt + nonce + ciphertext, tag) of `plaintext` under a key of its own derived from
+        key `kid` and a random salt, `header` bound."""
+        salt, nonce = secrets.token_bytes(_SALT_BYTES), secrets.token_bytes(_NONCE_BYTES)
+        sealed = _token_cipher(self._keys[kid], salt).encrypt(nonce, plaintext, header)
+        return salt + nonce + sealed[:-16], sealed[-16:]
 
     def open_box(self, kid: str, header: bytes, box: bytes, tag: bytes) -> bytes:
         """The plaintext of a `seal_box` result; KeyError for an unknown kid, NotAuthentic for
         anything this key did not seal with this header, or changed since."""
-        key = self._keys[kid]
-        if len(box) < _NONCE_BYTES or len(tag) != 16:
+        ring_key = self._keys[kid]
+        start = _SALT_BYTES + _NONCE_BYTES
+        if len(box) < start or len(tag) != 16:
             raise NotAuthentic("too short")
+        cipher = _token_cipher(ring_key, box[:_SALT_BYTES])
         try:
-            return key.decrypt(box[:_NONCE_BYTES], box[_NONCE_BYTES:] + tag, header)
+            return cipher.decrypt(box[_SALT_BYTES:start], box[start:] + tag, header)
         except InvalidTag:
             raise NotAuthentic("bad tag") from None
 
@@ -425,9 +459,8 @@ class StateSealer:
         claims["nonce"] = nonce
         kid = self._keyring.signing_kid
         header = f"{_VERSION}.{kid}"
-        box, tag = self._keyring.seal_box(
-            kid, header.encode("ascii"), _canonical(claims, ensure_ascii=True).encode("ascii")
-        )
+        plain = _padded(_canonical(claims, ensure_ascii=True), payload)
+        box, tag = self._keyring.seal_box(kid, header.encode("ascii"), plain)
         token = f"{header}.{_b64u(box)}.{_b64u(tag)}"
         if len(token) > MAX_TOKEN_CHARS:
             raise StateTooLarge(f"sealed state is {len(token)} characters, max {MAX_TOKEN_CHARS}")

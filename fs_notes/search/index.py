@@ -41,8 +41,10 @@ Guarantees:
   deleted row held, FTS5 removes its terms from the index (its `secure-delete` option from
   SQLite 3.44; before it, an `optimize` merges every segment, which a deletion's markers alone
   do not), and the log is checkpointed and truncated (`-wal` left empty). Text an edit replaced
-  is scrubbed so within `SCRUB_SECONDS`, and both at `close` (the server's exit). A scrub that
-  another server's reader holds up is tried again on the same timer.
+  is scrubbed so within `SCRUB_SECONDS`, as is the old place of a note moved away (`remove`
+  with ``gone=False``), and both at `close` (the server's exit), also after a build that was
+  cut short and in a forked child (its own timer, its own lock). A scrub that another server's
+  reader holds up is tried again on the same timer, and `close` says when it could not.
 
 Does not: stem words ("plans" does not find "plan"), segment Thai or other scripts without
 spaces but with combining marks, or resolve links (tools/links.py does, against the index's ids).
@@ -57,6 +59,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -193,6 +196,19 @@ def _names(note_id: str) -> tuple[str, str]:
     return stem, spaced
 
 
+_ALL: weakref.WeakSet[NoteIndex] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    """In a forked child, each index's lock afresh: a thread of the parent may have held it
+    at the fork, and no thread here would ever release it."""
+    for index in list(_ALL):
+        index._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 class NoteIndex:
     """One workspace's index, in the SQLite file `path` (None: in memory). Thread-safe."""
 
@@ -209,6 +225,7 @@ class NoteIndex:
         self._timer: threading.Timer | None = None
         self._closed = False
         self._conn = self._open()
+        _ALL.add(self)
 
     def _open(self) -> sqlite3.Connection:
         """A connection to the index file, created 0600 if missing; a file that is not an index
@@ -275,6 +292,9 @@ class NoteIndex:
         if os.getpid() != self._pid:  # after fork (the server's private view): a new one
             self._pid = os.getpid()
             self._conn = self._connect()
+            self._timer = None  # the parent's timer thread is not in this process
+            if self._gone or self._replaced:  # what the parent had pending is this one's now
+                self._after_write(self._conn)
         return self._conn
 
     # -- keeping it current ------------------------------------------------------------------
@@ -324,6 +344,9 @@ class NoteIndex:
                 conn.execute("COMMIT")
             except BaseException:
                 self._roll_back(conn)
+                if changed >= BATCH:  # batches were committed: what they replaced, scrubbed
+                    with contextlib.suppress(sqlite3.Error):
+                        self._after_write(conn)
                 raise
             self._after_write(conn)
         if last != started:
@@ -478,13 +501,15 @@ class NoteIndex:
             ),
         )
 
-    def remove(self, note_id: str) -> None:
-        """Drop a note that is gone (deleted, moved away), its text scrubbed before this returns."""
+    def remove(self, note_id: str, *, gone: bool = True) -> None:
+        """Drop a note. ``gone`` (deleted, or no longer a note): its text is scrubbed from the
+        files before this returns. Otherwise (moved away, changed since it was indexed: its
+        text lives on under a name or a version the next refresh reads) on the timer."""
         with self._lock:
             conn = self._connection()
             conn.execute("BEGIN")
             try:
-                self._drop(conn, note_id)
+                self._drop(conn, note_id, replaced=not gone)
                 conn.execute("COMMIT")
             except BaseException:
                 self._roll_back(conn)
@@ -492,13 +517,8 @@ class NoteIndex:
             self._after_write(conn)
 
     def forget(self, note_id: str) -> None:
-        """Drop one note (it changed since it was indexed: the next refresh reads it again)."""
-        with self._lock:
-            conn = self._connection()
-            self._drop(conn, note_id, replaced=True)
-            self._after_write(conn)
-
-    # -- asking it ---------------------------------------------------------------------------
+        """Drop one note that changed since it was indexed (the next refresh reads it again)."""
+        self.remove(note_id, gone=False)
 
     def search(
         self, query: str, *, limit: int, offset: int = 0, folder: str = "", tag: str = ""
@@ -695,8 +715,12 @@ class NoteIndex:
                 self._timer.cancel()
                 self._timer = None
             try:
-                if os.getpid() == self._pid:  # (a forked copy leaves the parent's file alone)
-                    self._scrub(self._conn)
+                if os.getpid() == self._pid and not self._scrub(self._conn):
+                    # (a forked copy leaves the parent's file alone)
+                    log.warning(
+                        "%s: another server is reading it: its log is truncated when that "
+                        "server writes or stops, not now", self._label,
+                    )  # fmt: skip
             except sqlite3.Error as exc:
                 log.warning("%s: could not scrub it at exit (%s)", self._label, exc)
             finally:

@@ -277,18 +277,31 @@ class NotesEnv:
                 state = self._indexes[name] = (index, FolderWatch(), threading.Lock())
             return state
 
-    def unindex(self, workspace: str, note_id: str) -> None:
-        """A note this server deleted or moved away: out of the workspace's search index (if it
-        has one open) now, its text scrubbed from the index's files (search/index.py)."""
+    def unindex(self, ws: Opened, note_id: str, *, gone: bool = True) -> None:
+        """A note this server deleted (``gone``) or moved away: out of the workspace's search
+        index now, its text scrubbed from the index's files (search/index.py): at once when
+        gone, on the index's timer when moved (its text lives on under the new id). An index
+        this process has not opened yet is opened for it if its file exists (a deletion
+        before any search), so no word of the note waits there for the next start."""
+        name = ws.workspace.name
         with self._indexes_lock:
-            state = self._indexes.get(workspace)
+            state = self._indexes.get(name)
         if state is None:
-            return
+            if self._index_dir is None or not os.path.lexists(
+                os.path.join(self._index_dir, index_name(name, ws.workspace.path))
+            ):
+                return
+            try:
+                state = self.index(ws)
+            except (sqlite3.Error, OSError) as exc:
+                log.warning("workspace %s: the search index could not be opened (%s)",
+                            shown(name), exc)  # fmt: skip
+                return
         try:
-            state[0].remove(note_id)
+            state[0].remove(note_id, gone=gone)
         except sqlite3.Error as exc:  # the next refresh drops it (and scrubs) instead
             log.warning("workspace %s: the search index could not drop a note now (%s)",
-                        shown(workspace), exc)  # fmt: skip
+                        shown(name), exc)  # fmt: skip
 
     def close(self) -> None:
         """Close the search indexes opened (each scrubs what is pending: search/index.py)."""

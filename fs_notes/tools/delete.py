@@ -289,7 +289,11 @@ class DeleteTool:
             raise ToolFailure(_UNAVAILABLE) from None
         return InputRequiredResult(
             input_requests=input_request(
-                ws.uri, _asked(args), candidates, by_id="id" in args
+                ws.uri,
+                _asked(args),
+                candidates,
+                by_id="id" in args,
+                modified=self._may_read(call, ws),
             ),
             request_state=token,
         ).wire()
@@ -340,9 +344,20 @@ class DeleteTool:
         titles = {c.id: c.title for c in found}
         sealed = [replace(c, title=titles.get(c.id)) for c in opened.data]
         return InputRequiredResult(
-            input_requests=input_request(ws.uri, _asked(args), sealed, by_id="id" in args),
+            input_requests=input_request(
+                ws.uri,
+                _asked(args),
+                sealed,
+                by_id="id" in args,
+                modified=self._may_read(call, ws),
+            ),
             request_state=opened.token,
         ).wire()
+
+    def _may_read(self, call: Call, ws: Opened) -> bool:
+        """Whether the form may show when each candidate was changed: only to a principal who
+        may read there (a delete-only grant sees titles and ids, docs/policy.md)."""
+        return self.env.may_read(call, ws.uri) is not None
 
     def _candidates(self, ws: Opened, args: dict[str, Any]) -> list[Candidate]:
         """What the form offers: the notes matching the title, or the one note with the id
@@ -440,7 +455,7 @@ class DeleteTool:
                 + "; nothing was deleted. Start over with a new notes_delete call."
             ) from None
         self.env.cache.forget(name, note_id)
-        self.env.unindex(name, note_id)  # its words out of the index's files too (issue 27)
+        self.env.unindex(ws, note_id)  # its words out of the index's files too (issue 27)
         self._audit_quietly(call, name, note_id, "deleted")
         return _complete(
             f"Deleted {shown_id(note_id, 300)}.", {"deleted": note_id, "outcome": "deleted"}

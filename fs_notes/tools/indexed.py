@@ -175,8 +175,8 @@ class Indexed:
             now = key_text(ident_key(self.ws.root.stat_note(note_id)))
         except FsError:
             now = None
-        if now != key:
-            self.index.forget(note_id)
+        if now != key:  # no longer a note: its text scrubbed now; changed: on the timer
+            self.index.remove(note_id, gone=now is None)
             self._watch.suspect(note_id)
             return False
         return True

@@ -188,6 +188,7 @@ def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]
         finally:
             env.cache.forget(name, note_id)
             env.cache.forget(name, new_id)
+        env.unindex(ws, note_id, gone=False)  # the old id out of the index now (issue 27)
         if links is not None and update_links:
             _rewrite(env, ws, writer, links)
         return _result(note_id, new_id, ident, links, update_links)
