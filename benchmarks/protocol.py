@@ -312,12 +312,13 @@ def httpx_rate(target: HttpTarget, method: str, max_calls: int, cap: float) -> R
 class InProcess:
     """The server's dispatcher built in this process exactly as `fs-notes serve WORKSPACE` builds
     it (same argument parser, policy, roots, confirmation parts), without a transport, and with
-    the tools acting in this process ("unconfined": no workers)."""
+    the tools acting in this process (`InProcessChanges`: no workers)."""
 
     def __init__(self, workspace: Path, state_dir: Path) -> None:
         from fs_notes import compose
         from fs_notes.cli import _parser
         from fs_notes.config import ServeConfig
+        from fs_notes.fs.changes import InProcessChanges
 
         args = _parser().parse_args(
             ["serve", str(workspace), "--replay-db", str(state_dir / "replay.sqlite3")]
@@ -328,7 +329,7 @@ class InProcess:
         self.roots = compose.open_roots(self.policy)
         self._confirm = compose.open_confirm_parts(config.state)
         self.dispatcher, self.env = compose.build_server(
-            self.policy, self.roots, self._confirm, deleter="unconfined", writer="unconfined"
+            self.policy, self.roots, self._confirm, InProcessChanges(self.roots)
         )
 
     def handle_raw(self, raw: bytes) -> bytes:

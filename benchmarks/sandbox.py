@@ -89,7 +89,7 @@ def bench_worker(
         if pause:
             time.sleep(pause)
         t0 = time.perf_counter_ns()
-        worker.delete(name, ident)
+        worker.unlink_note(name, ident)
         samples.append((time.perf_counter_ns() - t0) / 1000)
     return samples
 

@@ -4,8 +4,10 @@
 in-process tests and the benchmarks all build the server here, from a policy and `StatePaths`:
 `open_roots` (layer 2's root handles), `open_confirm_parts` (sealer, replay store, audit log) and
 `build_server` (the tools and the dispatcher). What a caller chooses is named at the call: the
-deleter and the writer (the confined workers, or "unconfined", never a default) and the id rules
-(the lexical layer unless the knock-out target says otherwise).
+one door every change to a note goes through (fs/changes.py `NoteChanges`: the confined
+workers, `sandbox.confined.ConfinedChanges`, or the filesystem layer in this process,
+`InProcessChanges`; a required argument, never a default) and the id rules (the lexical layer
+unless the knock-out target says otherwise).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import shlex
 import sqlite3
 import stat
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from .config import StatePaths, folder_problem
 from .confirm.audit import AuditLog, AuditLogDamaged
@@ -37,11 +39,9 @@ from .render import shown
 from .rounds.seal import KEPT_NAME, KeyFileError, KeyRing, StateSealer
 
 if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first answer
+    from .fs.changes import NoteChanges
     from .protocol.dispatch import Dispatcher
     from .tools.context import IdRules, NotesEnv, WorkspaceRoots
-    from .tools.delete import NoteDeleter
-    from .tools.move_tool import NoteMover
-    from .tools.write_tools import NoteWriter
 
 log = logging.getLogger("fs_notes.compose")
 
@@ -318,47 +318,32 @@ def build_server(
     policy: Policy,
     roots: WorkspaceRoots,
     confirm: ConfirmParts,
+    changes: NoteChanges,
     *,
-    deleter: NoteDeleter | Literal["unconfined"],
-    writer: NoteWriter | Literal["unconfined"],
     ids: IdRules | None = None,
-    mover: NoteMover | Literal["unconfined"] | None = None,
 ) -> tuple[Dispatcher, NotesEnv]:
-    """The dispatcher and tool state for these roots. `deleter` and `writer` are named by every
-    caller: `serve` passes the confined workers (sandbox/confined.py); "unconfined" (the tools
-    act in this process, through the filesystem layer only) is for in-process tests and the
-    exercises' knock-out of the OS layer, and never a default. `serve` passes the default for
-    `ids` (the lexical layer); only the escape exercises' knock-out target passes other rules.
-    `mover` (notes_move, added 2026-12-01): `serve` passes the confined one (sandbox/movers.py);
-    None is "unconfined" when the writer is, and otherwise refuses every move (fail closed:
-    a server whose writes are confined never moves unconfined by omission)."""
+    """The dispatcher and tool state for these roots. `changes` is the one door every tool
+    changes notes through, named by every caller: `serve` passes the confined workers
+    (`sandbox.confined.ConfinedChanges`); the filesystem layer in this process
+    (`fs.changes.InProcessChanges`) is for in-process tests and the exercises' knock-out of the
+    OS layer. `serve` passes the default for `ids` (the lexical layer); only the escape
+    exercises' knock-out target passes other rules."""
     from .app import build_dispatcher, build_methods
     from .tools import edit_tools, read_tools, resources, structure_tools, write_tools
     from .tools.context import NotesEnv
-    from .tools.delete import DeleteTool, DirectDeleter
+    from .tools.delete import DeleteTool
     from .tools.granted import sole_workspace
-    from .tools.move_tool import DirectMover, NoMover
     from .tools.move_tool import build as move_tools
     from .tools.summarize import SummarizeTool
 
     env = NotesEnv(policy, roots, ids, confirm.index_dir)
-    delete = DeleteTool(
-        env,
-        confirm.sealer,
-        confirm.replay,
-        confirm.audit,
-        DirectDeleter(env) if deleter == "unconfined" else deleter,
-    )
-    note_writer = write_tools.DirectWriter(env) if writer == "unconfined" else writer
-    if mover is None:
-        mover = "unconfined" if writer == "unconfined" else NoMover()
-    note_mover = DirectMover(env) if mover == "unconfined" else mover
+    delete = DeleteTool(env, confirm.sealer, confirm.replay, confirm.audit, changes)
     tools = (
         read_tools.build(env)
         + structure_tools.build(env)
-        + write_tools.build(env, note_writer)
-        + move_tools(env, note_mover, note_writer)
-        + edit_tools.build(env, note_writer)
+        + write_tools.build(env, changes)
+        + move_tools(env, changes)
+        + edit_tools.build(env, changes)
         + [delete.spec(), SummarizeTool(env, confirm.sealer).spec()]
     )
     list_resources, read_resource = resources.build(env)

@@ -100,8 +100,7 @@ def run(config: ServeConfig) -> int:
     port = int(listener.getsockname()[1]) if listener is not None else None
     confined = _confine_self(config, confirm, port, roots)  # before any thread starts
     from .discovery import discover_method
-    from .sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
-    from .sandbox.movers import ConfinedMovers
+    from .sandbox.confined import ConfinedChanges, OsLayer
     from .startup import log_summary
 
     os_layer = OsLayer(
@@ -115,14 +114,7 @@ def run(config: ServeConfig) -> int:
     envs: list[NotesEnv] = []  # the one built, closed at exit (its search indexes scrubbed)
 
     def build() -> Dispatcher:
-        full, env = build_server(
-            policy,
-            roots,
-            confirm,
-            deleter=ConfinedDeleters(os_layer),
-            writer=ConfinedWriters(os_layer),
-            mover=ConfinedMovers(os_layer),
-        )
+        full, env = build_server(policy, roots, confirm, ConfinedChanges(os_layer))
         envs.append(env)
         return full
 

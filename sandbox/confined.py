@@ -1,4 +1,5 @@
-"""Creates, updates and deletions through the OS layer: confined worker processes per workspace.
+"""Creates, updates, moves and deletions through the OS layer: confined worker processes per
+workspace, behind the one door for changes (`ConfinedChanges`, fs_notes/fs/changes.py).
 
 Guarantees:
 - Every create, update and delete runs in a worker process confined by the strongest mode the
@@ -41,6 +42,7 @@ from fs_notes.sandbox.errors import NoEnforceableLayer, OsRefused, SandboxError
 from fs_notes.sandbox.kinds import KINDS, Kind, Mode
 
 from ..fs import FsError, Identity
+from ..fs.changes import Op
 from ..fs.errors import RESOURCE_ERRNOS, error_for_errno
 from ..policy import Policy, Workspace
 
@@ -269,32 +271,42 @@ class OsLayer:
             worker.close()
 
 
-class ConfinedDeleters:
-    """The `NoteDeleter` of tools/delete.py: unlink through the workspace's delete worker."""
+class ConfinedChanges:
+    """The one door for changes (fs_notes/fs/changes.py `NoteChanges`) through the OS layer:
+    `unlink_note` in the workspace's delete worker; `create_note`, `update_note` and
+    `move_note` in its write worker (moves: sandbox/movers.py says why that worker, and when
+    a Landlock without REFER refuses them). Each verb is the worker's frame operation of the
+    same name (sandbox/protocol.py), which the worker's filesystem layer runs."""
 
     def __init__(self, layer: OsLayer) -> None:
         self._layer = layer
 
-    def unavailable(self, workspace: str) -> str | None:
-        return self._layer.unavailable(workspace, "delete")
+    def refusal(self, workspace: str, op: Op) -> str | None:
+        kind: Kind = "delete" if op == "unlink_note" else "write"
+        reason = self._layer.unavailable(workspace, kind)
+        if reason is not None or op != "move_note":
+            return reason
+        from fs_notes.sandbox.movers import refer_refusal
 
-    def delete(self, workspace: str, relpath: str, expected: Identity) -> None:
-        self._layer.run(workspace, "delete", lambda w: w.delete(relpath, expected))
+        worker = self._layer.worker(workspace, "write")
+        return refer_refusal(worker.mode, dict(worker.hello))
 
+    def create_note(self, workspace: str, relpath: str, data: bytes) -> Identity:
+        return self._layer.run(workspace, "write", lambda w: w.create_note(relpath, data))
 
-class ConfinedWriters:
-    """The `NoteWriter` of tools/write_tools.py: create and update through the write worker."""
-
-    def __init__(self, layer: OsLayer) -> None:
-        self._layer = layer
-
-    def unavailable(self, workspace: str) -> str | None:
-        return self._layer.unavailable(workspace, "write")
-
-    def create(self, workspace: str, relpath: str, data: bytes) -> Identity:
-        return self._layer.run(workspace, "write", lambda w: w.create(relpath, data))
-
-    def update(
+    def update_note(
         self, workspace: str, relpath: str, data: bytes, *, expected: Identity | None = None
     ) -> Identity:
-        return self._layer.run(workspace, "write", lambda w: w.update(relpath, data, expected))
+        return self._layer.run(
+            workspace, "write", lambda w: w.update_note(relpath, data, expected)
+        )
+
+    def unlink_note(self, workspace: str, relpath: str, expected: Identity) -> None:
+        self._layer.run(workspace, "delete", lambda w: w.unlink_note(relpath, expected))
+
+    def move_note(
+        self, workspace: str, relpath: str, new_relpath: str, *, expected: Identity | None = None
+    ) -> Identity:
+        return self._layer.run(
+            workspace, "write", lambda w: w.move_note(relpath, new_relpath, expected)
+        )

@@ -1,9 +1,10 @@
 """Moves through the OS layer: notes_move's renames, and its rewrites of linking notes, run in
 the workspace's confined write worker (added 2026-12-01).
 
-Guarantees: `ConfinedMovers` sends every move and every link rewrite to the write worker of the
-workspace (`OsLayer.run(..., "write", ...)`), under the same fail-closed rule as creates and
-updates (sandbox/confined.py): no worker, no move. The worker renames with renameat2
+Guarantees: `sandbox.confined.ConfinedChanges` sends every move (`move_note`) and every link
+rewrite (`update_note`) to the write worker of the workspace (`OsLayer.run(..., "write", ...)`),
+under the same fail-closed rule as creates and updates: no worker, no move; and asks
+`refer_refusal` (here) before a move. The worker renames with renameat2
 (RENAME_NOREPLACE) between two folder fds beneath its workspace (fs_notes/fs/rename.py), and its
 Landlock domain grants REFER beneath the workspace only (sandbox/confine.py `WRITE_RIGHTS`), so
 a rename with either end outside fails in the kernel (EXDEV) whatever the code above asked. A
@@ -17,11 +18,9 @@ Does not: resolve or check paths (the worker's filesystem layer does), or decide
 
 from __future__ import annotations
 
-from fs_notes.fs import Identity
 from fs_notes.sandbox.confine import MOVE_MIN_ABI
-from fs_notes.sandbox.confined import OsLayer
 
-__all__ = ["ConfinedMovers", "refer_refusal"]
+__all__ = ["refer_refusal"]
 
 
 def refer_refusal(mode: str, hello: object) -> str | None:
@@ -37,25 +36,3 @@ def refer_refusal(mode: str, hello: object) -> str | None:
         f"this kernel's Landlock (ABI {abi}) cannot confine a rename between folders "
         f"(the REFER right needs ABI {MOVE_MIN_ABI} or later): moves are refused"
     )
-
-
-class ConfinedMovers:
-    """The `NoteMover` of fs_notes/tools/move_tool.py, through the workspace's write worker."""
-
-    def __init__(self, layer: OsLayer) -> None:
-        self._layer = layer
-
-    def unavailable(self, workspace: str) -> str | None:
-        reason = self._layer.unavailable(workspace, "write")
-        if reason is not None:
-            return reason
-        worker = self._layer.worker(workspace, "write")
-        return refer_refusal(worker.mode, dict(worker.hello))
-
-    def move(
-        self, workspace: str, relpath: str, new_relpath: str, expected: Identity | None
-    ) -> Identity:
-        return self._layer.run(workspace, "write", lambda w: w.move(relpath, new_relpath, expected))
-
-    def rewrite(self, workspace: str, relpath: str, data: bytes, expected: Identity) -> Identity:
-        return self._layer.run(workspace, "write", lambda w: w.update(relpath, data, expected))

@@ -10,25 +10,28 @@ Request body (supervisor -> worker), one fixed 60-byte head, then the path, then
     op u8 | flags u8 | path_len u16 | dev u64 | ino u64 | size u64 |
     mtime_hi i64 | mtime_lo u64 | ctime_hi i64 | ctime_lo u64 | path | tail
 
-- op: 1 delete, 2 create, 3 update, 4 move (added 2026-12-01); nothing else (the production
+- op: 1 unlink_note, 2 create_note, 3 update_note, 4 move_note (added 2026-12-01), named after
+  the `fs_notes.fs.WorkspaceRoot` method the worker runs for each; nothing else (the production
   protocol has no unchecked operation: the attacker worker of the escape exercises speaks its
   own requests, fs_notes/exercises/rawworker.py).
 - flags: bit 0 `HAS_IDENTITY` (the identity fields are meaningful; without it they must all be
-  zero); no other bit. delete takes exactly HAS_IDENTITY, update and move may take it, create
-  none.
+  zero); no other bit. unlink_note takes exactly HAS_IDENTITY, update_note and move_note may
+  take it, create_note none.
 - identity: a time is the signed 128-bit integer hi * 2**64 + lo (nanoseconds); the accepted
   ranges are those of `Identity.from_json`: dev and ino < 2**64, size < 2**63, times in
   [-2**96, 2**96).
 - path: the relpath, 1..`MAX_RELPATH` characters without NUL, encoded as UTF-8 with
   surrogatepass so that every Python str crosses unchanged.
-- tail: delete nothing; create and update the note's bytes, as they are; move the target
-  relpath, encoded as the path is (move may take HAS_IDENTITY: the source's expected identity).
+- tail: unlink_note nothing; create_note and update_note the note's bytes, as they are;
+  move_note the target relpath, encoded as the path is (move_note may take HAS_IDENTITY: the
+  source's expected identity).
 
-Reply body (worker -> supervisor): a status byte, then its payload: 0 OK (nothing; for create,
-update and move the new identity, 56 bytes laid out as in requests), 1 FS_ERROR (the name of an
-`fs_notes.fs.errors` class, 1..64 ASCII bytes), 2 OS_ERROR (errno u32), 3 BAD_REQUEST and
-4 INTERNAL_ERROR (nothing). The worker's first frame is the one exception: its start-up report,
-a UTF-8 JSON object (the hello, or the ConfinementError that stopped it), read once.
+Reply body (worker -> supervisor): a status byte, then its payload: 0 OK (nothing; for
+create_note, update_note and move_note the new identity, 56 bytes laid out as in requests),
+1 FS_ERROR (the name of an `fs_notes.fs.errors` class, 1..64 ASCII bytes), 2 OS_ERROR
+(errno u32), 3 BAD_REQUEST and 4 INTERNAL_ERROR (nothing). The worker's first frame is the one
+exception: its start-up report, a UTF-8 JSON object (the hello, or the ConfinementError that
+stopped it), read once.
 
 Guarantees: a frame length out of bounds is refused before the body is read, as is a stream that
 ends inside a frame (`ProtocolError`; such a stream cannot be resynchronised, so the worker exits
@@ -70,20 +73,27 @@ MAX_ERROR_NAME: Final = 64
 #: How far a blocking call may overrun the deadline before the kernel timeout is shortened.
 SLACK: Final = 0.005
 
+#: The operations a worker of each kind (its `--kind`) accepts.
 OPS_BY_KIND: Final[dict[str, frozenset[str]]] = {
-    "delete": frozenset({"delete"}),
-    "write": frozenset({"create", "update", "move"}),
+    "delete": frozenset({"unlink_note"}),
+    "write": frozenset({"create_note", "update_note", "move_note"}),
 }
-OP_CODES: Final[dict[str, int]] = {"delete": 0x01, "create": 0x02, "update": 0x03, "move": 0x04}
+#: Each operation is named after the `fs_notes.fs.WorkspaceRoot` method the worker runs for it.
+OP_CODES: Final[dict[str, int]] = {
+    "unlink_note": 0x01,
+    "create_note": 0x02,
+    "update_note": 0x03,
+    "move_note": 0x04,
+}
 _OP_NAMES: Final = {code: op for op, code in OP_CODES.items()}
-_DELETE: Final = OP_CODES["delete"]
+_UNLINK_NOTE: Final = OP_CODES["unlink_note"]
 
 HAS_IDENTITY: Final = 0x01
 _FLAGS_BY_OP: Final[dict[str, frozenset[int]]] = {
-    "delete": frozenset({HAS_IDENTITY}),
-    "create": frozenset({0}),
-    "update": frozenset({0, HAS_IDENTITY}),
-    "move": frozenset({0, HAS_IDENTITY}),
+    "unlink_note": frozenset({HAS_IDENTITY}),
+    "create_note": frozenset({0}),
+    "update_note": frozenset({0, HAS_IDENTITY}),
+    "move_note": frozenset({0, HAS_IDENTITY}),
 }
 
 OK: Final = 0
@@ -290,7 +300,7 @@ class Request(NamedTuple):
     relpath: str = ""
     expected: Identity | None = None
     data: bytes = b""
-    target: str = ""  # move: the new relpath
+    target: str = ""  # move_note: the new relpath
 
 
 def _encode_path(relpath: str) -> bytes:
@@ -310,26 +320,29 @@ def _pack_head(op: str, flags: int, path: bytes, expected: Identity | None, tail
         raise ProtocolError("identity cannot be encoded") from exc
 
 
-def encode_delete(relpath: str, expected: Identity) -> bytes:
-    """The framed delete request (the hot path: one pack, one concatenation)."""
+def encode_unlink_note(relpath: str, expected: Identity) -> bytes:
+    """The framed unlink_note request (the hot path: one pack, one concatenation)."""
     path = _encode_path(relpath)
-    return _pack_head("delete", HAS_IDENTITY, path, expected, 0) + path
+    return _pack_head("unlink_note", HAS_IDENTITY, path, expected, 0) + path
 
 
 def encode_write(
-    op: Literal["create", "update"], relpath: str, data: bytes, expected: Identity | None = None
+    op: Literal["create_note", "update_note"],
+    relpath: str,
+    data: bytes,
+    expected: Identity | None = None,
 ) -> bytes:
-    """A framed create or update request; OversizedRequest past MAX_REQUEST."""
+    """A framed create_note or update_note request; OversizedRequest past MAX_REQUEST."""
     path = _encode_path(relpath)
     flags = 0 if expected is None else HAS_IDENTITY
     return b"".join((_pack_head(op, flags, path, expected, len(data)), path, data))
 
 
-def encode_move(relpath: str, new_relpath: str, expected: Identity | None = None) -> bytes:
-    """A framed move request: the source relpath, then the target relpath as the tail."""
+def encode_move_note(relpath: str, new_relpath: str, expected: Identity | None = None) -> bytes:
+    """A framed move_note request: the source relpath, then the target relpath as the tail."""
     path, target = _encode_path(relpath), _encode_path(new_relpath)
     flags = 0 if expected is None else HAS_IDENTITY
-    return b"".join((_pack_head("move", flags, path, expected, len(target)), path, target))
+    return b"".join((_pack_head("move_note", flags, path, expected, len(target)), path, target))
 
 
 def _allowed(kind: str) -> frozenset[int]:
@@ -357,15 +370,16 @@ def parse_request(body: bytes, kind: str) -> Request:
         raise ProtocolError("request shorter than its head")
     head = _REQUEST.unpack_from(body)
     code, flags, path_len = head[0], head[1], head[2]
-    if code == _DELETE and flags == HAS_IDENTITY and kind == "delete":  # the hot path, in short
+    if code == _UNLINK_NOTE and flags == HAS_IDENTITY and kind == "delete":  # the hot path
         end = REQUEST_HEAD_SIZE + path_len
         if end != len(body):
             raise ProtocolError(
                 "path runs past the end of the frame"
                 if end > len(body)
-                else "trailing bytes after a delete"
+                else "trailing bytes after an unlink_note"
             )
-        return Request("delete", _decode_path(body[REQUEST_HEAD_SIZE:end]), _identity(*head[3:]))
+        path = _decode_path(body[REQUEST_HEAD_SIZE:end])
+        return Request("unlink_note", path, _identity(*head[3:]))
     ident = list(head[3:])
     if code not in _ALLOWED.get(kind, frozenset()):
         raise ProtocolError("operation not accepted by this worker")
@@ -382,11 +396,11 @@ def parse_request(body: bytes, kind: str) -> Request:
     else:
         expected = None
     path = _decode_path(body[REQUEST_HEAD_SIZE:end])
-    if op == "delete":
+    if op == "unlink_note":
         if end != len(body):
-            raise ProtocolError("trailing bytes after a delete")
+            raise ProtocolError("trailing bytes after an unlink_note")
         return Request(op, path, expected)
-    if op == "move":
+    if op == "move_note":
         return Request(op, path, expected, target=_decode_path(body[end:]))
     return Request(op, path, expected, data=body[end:])
 
@@ -396,7 +410,7 @@ def parse_request(body: bytes, kind: str) -> Request:
 
 class Reply(NamedTuple):
     status: int
-    identity: Identity | None = None  # OK from create and update
+    identity: Identity | None = None  # OK from create_note, update_note and move_note
     error: str = ""  # FS_ERROR: the class name
     errno: int = 0  # OS_ERROR
 

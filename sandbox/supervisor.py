@@ -64,8 +64,8 @@ from fs_notes.sandbox.protocol import (
     check_timeout,
     decode_json_object,
     decode_reply,
-    encode_delete,
-    encode_move,
+    encode_move_note,
+    encode_unlink_note,
     encode_write,
 )
 from fs_notes.sandbox.spawn import Process, kill_and_reap, spawn, watch
@@ -128,7 +128,10 @@ def _workspace_fd(workspace: str | int) -> int:
 
 class ConfinedWorker:
     """A persistent confined worker for one workspace and one kind of operation. `workspace` is
-    the folder's fd (duplicated: the caller keeps its own) or its path."""
+    the folder's fd (duplicated: the caller keeps its own) or its path. Its request methods
+    carry the names of the `sandbox.protocol` ops they send, which are those of the
+    `fs_notes.fs.WorkspaceRoot` methods the worker runs (unlink_note, create_note, update_note,
+    move_note)."""
 
     #: The module whose main() the worker process runs. The escape exercises' attacker worker
     #: (fs_notes/exercises/rawworker.py) is a subclass that names its own, confined the same way.
@@ -402,17 +405,17 @@ class ConfinedWorker:
         except ProtocolError as exc:
             raise ValueError(f"malformed request: {exc}") from None
 
-    def delete(self, relpath: str, expected: Identity, timeout: float = 5.0) -> None:
+    def unlink_note(self, relpath: str, expected: Identity, timeout: float = 5.0) -> None:
         """Unlink the note `relpath` if it is still the file `expected` describes."""
         try:
-            frame = encode_delete(relpath, expected)
+            frame = encode_unlink_note(relpath, expected)
         except ProtocolError as exc:
             raise ValueError(f"malformed request: {exc}") from None
         self._call(frame, timeout)
 
     def _write(
         self,
-        op: Literal["create", "update"],
+        op: Literal["create_note", "update_note"],
         relpath: str,
         data: bytes,
         expected: Identity | None,
@@ -423,11 +426,11 @@ class ConfinedWorker:
         assert identity is not None  # _call checked it
         return identity
 
-    def create(self, relpath: str, data: bytes, timeout: float = 5.0) -> Identity:
+    def create_note(self, relpath: str, data: bytes, timeout: float = 5.0) -> Identity:
         """Create a new note (never overwrites); returns its identity."""
-        return self._write("create", relpath, data, None, timeout)
+        return self._write("create_note", relpath, data, None, timeout)
 
-    def update(
+    def update_note(
         self,
         relpath: str,
         data: bytes,
@@ -435,9 +438,9 @@ class ConfinedWorker:
         timeout: float = 5.0,
     ) -> Identity:
         """Replace an existing note atomically (optionally only if it is still `expected`)."""
-        return self._write("update", relpath, data, expected, timeout)
+        return self._write("update_note", relpath, data, expected, timeout)
 
-    def move(
+    def move_note(
         self,
         relpath: str,
         new_relpath: str,
@@ -446,7 +449,7 @@ class ConfinedWorker:
     ) -> Identity:
         """Rename a note to `new_relpath` (never over anything; optionally only if it is still
         `expected`); returns the moved note's identity."""
-        frame = self._encoded(lambda: encode_move(relpath, new_relpath, expected))
+        frame = self._encoded(lambda: encode_move_note(relpath, new_relpath, expected))
         identity = self._call(frame, timeout, identity=True).identity
         assert identity is not None  # _call checked it
         return identity

@@ -201,18 +201,20 @@ def _public_error_name(exc: FsError) -> str:
 
 
 def _act(state: State, req: Request) -> bytes:
-    """Run a validated request; the framed OK reply."""
-    if req.op == "delete":
+    """Run a validated request (its op is the name of the `state.root` method it runs); the
+    framed OK reply."""
+    if req.op == "unlink_note":
         if req.expected is None:  # parse_request never lets this through
-            raise ProtocolError("delete without an identity")
+            raise ProtocolError("unlink_note without an identity")
         state.root.unlink_note(req.relpath, req.expected)
         return OK_FRAME
-    if req.op == "create":
+    if req.op == "create_note":
         return ok_frame(state.root.create_note(req.relpath, req.data))
-    if req.op == "move":  # renameat2 between two folders beneath the workspace (fs/rename.py)
+    if req.op == "move_note":  # renameat2 between two folders beneath the workspace (fs/rename.py)
         return ok_frame(state.root.move_note(req.relpath, req.target, expected=req.expected))
-    # An update's temp file is created with the note's own mode (the filter refuses fchmod):
-    # umask 0 for exactly that call (this process has one thread); creates keep the umask.
+    # update_note: its temp file is created with the note's own mode (the filter refuses
+    # fchmod): umask 0 for exactly that call (this process has one thread); create_note keeps
+    # the umask.
     old = os.umask(0)
     try:
         return ok_frame(state.root.update_note(req.relpath, req.data, expected=req.expected))

@@ -21,7 +21,7 @@ from fs_notes.fs import WorkspaceRoot
 from fs_notes.fs.errors import NoteNotFound
 from fs_notes.policy import Policy
 from fs_notes.sandbox import probe as sandbox_probe
-from fs_notes.sandbox.confined import ConfinedDeleters, OsLayer, OsLayerFailed
+from fs_notes.sandbox.confined import ConfinedChanges, OsLayer, OsLayerFailed
 from fs_notes.sandbox.probe import HostReport, probe
 
 FORM: dict[str, object] = {"elicitation": {"form": {}}}
@@ -101,13 +101,13 @@ def test_without_an_enforceable_layer_deletion_is_refused_and_the_file_stays(
 ) -> None:
     monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = _layer(layer_factory, policy_for(notes), allow_unconfined=False)
-    deleters = ConfinedDeleters(layer)
-    reason = deleters.unavailable("notes")
+    deleters = ConfinedChanges(layer)
+    reason = deleters.refusal("notes", "unlink_note")
     assert reason == "no OS containment layer can be enforced on this host"
     with WorkspaceRoot.open(notes) as root:
         ident = root.stat_note("a.md")
     with pytest.raises(OsLayerFailed):
-        deleters.delete("notes", "a.md", ident)
+        deleters.unlink_note("notes", "a.md", ident)
     assert (notes / "a.md").read_text() == "# A\n"
     assert layer.mode == "refused"
     assert _workers_of(psutil.Process().pid) == []
@@ -118,12 +118,12 @@ def test_allow_unconfined_is_the_only_way_to_delete_without_an_os_layer(
 ) -> None:
     monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = _layer(layer_factory, policy_for(notes, sandbox="none"), allow_unconfined=True)
-    deleters = ConfinedDeleters(layer)
-    assert deleters.unavailable("notes") is None
+    deleters = ConfinedChanges(layer)
+    assert deleters.refusal("notes", "unlink_note") is None
     assert layer.mode == "none"
     with WorkspaceRoot.open(notes) as root:
         ident = root.stat_note("a.md")
-    deleters.delete("notes", "a.md", ident)
+    deleters.unlink_note("notes", "a.md", ident)
     assert not (notes / "a.md").exists()
 
 
@@ -132,7 +132,7 @@ def test_allow_unconfined_does_not_override_a_workspace_that_requires_a_sandbox(
 ) -> None:
     monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = _layer(layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=True)
-    reason = ConfinedDeleters(layer).unavailable("notes")
+    reason = ConfinedChanges(layer).refusal("notes", "unlink_note")
     assert reason == 'the workspace policy requires sandbox "chroot", this host provides "none"'
 
 
@@ -141,7 +141,7 @@ def test_a_workspace_requiring_landlock_refuses_a_chroot_only_host(
 ) -> None:
     monkeypatch.setattr(sandbox_probe, "probe", chroot_only)
     layer = _layer(layer_factory, policy_for(notes, sandbox="landlock"), allow_unconfined=False)
-    reason = ConfinedDeleters(layer).unavailable("notes")
+    reason = ConfinedChanges(layer).refusal("notes", "unlink_note")
     assert reason == (
         'the workspace policy requires sandbox "landlock", this host provides "chroot" (to '
         "accept chroot, the operator starts serve with --sandbox chroot)"
@@ -153,17 +153,17 @@ def test_deletion_runs_in_a_worker_of_the_mode_the_host_enforces(
 ) -> None:
     mode = host_mode()
     layer = _layer(layer_factory, policy_for(notes, sandbox=mode), allow_unconfined=False)
-    deleters = ConfinedDeleters(layer)
+    deleters = ConfinedChanges(layer)
     with WorkspaceRoot.open(notes) as root:
         ident = root.stat_note("a.md")
-    deleters.delete("notes", "a.md", ident)
+    deleters.unlink_note("notes", "a.md", ident)
     assert not (notes / "a.md").exists()
     assert layer.mode == mode
     worker = layer.worker("notes", "delete")
     assert worker.hello["mode"] == mode and worker.hello["kind"] == "delete"
     # The worker's own checks still hold: a second delete of the same note is NoteNotFound.
     with pytest.raises(NoteNotFound):
-        deleters.delete("notes", "a.md", ident)
+        deleters.unlink_note("notes", "a.md", ident)
     assert (notes.parent / "outside.md").exists()
 
 
@@ -194,7 +194,7 @@ def test_the_first_use_starts_the_set_up_at_once(notes: Path, layer_factory: lis
         layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30
     )
     started = time.monotonic()
-    assert ConfinedDeleters(layer).unavailable("notes") is None
+    assert ConfinedChanges(layer).refusal("notes", "unlink_note") is None
     assert time.monotonic() - started < 10  # not the 30 s delay
     assert layer.mode in ("landlock", "chroot")
 

@@ -27,7 +27,7 @@ from fs_notes.policy import Principal
 from fs_notes.policy_file import load_policy
 from fs_notes.protocol.envelope import Request
 from fs_notes.rounds.seal import KeyRing, StateSealer
-from fs_notes.sandbox.confined import ConfinedWriters, OsLayer
+from fs_notes.sandbox.confined import ConfinedChanges, OsLayer
 
 ME = Principal("me")
 META = {
@@ -53,7 +53,7 @@ Call = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 @pytest.fixture
 def call(ws: Path, tmp_path: Path) -> Iterator[Call]:
-    """A tools/call in process (writer "unconfined": the filesystem layer of this process)."""
+    """A tools/call in process (`InProcessChanges`: the filesystem layer of this process)."""
     srv = InProcess(policy_for(ws, "none"), tmp_path, keyring=KeyRing.ephemeral(), clock=time.time)
 
     def run(name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -417,10 +417,8 @@ class Confined:
         self.roots = open_roots(policy)
         self.replay = ReplayStore(str(state / "replay.db"))
         parts = ConfirmParts(StateSealer(KeyRing.ephemeral()), self.replay, AuditLog(None))
-        self.writers = ConfinedWriters(layer)
-        self.dispatcher, _ = build_server(
-            policy, self.roots, parts, deleter="unconfined", writer=self.writers
-        )
+        self.changes = ConfinedChanges(layer)
+        self.dispatcher, _ = build_server(policy, self.roots, parts, self.changes)
 
     def __call__(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         params = {"name": name, "arguments": {"workspaceUri": self.ws.as_uri(), **args},
@@ -442,7 +440,7 @@ def confined(ws: Path, tmp_path: Path) -> Iterator[tuple[Confined, OsLayer]]:
     layer = make_layer(policy_for(ws, "chroot"), allow_unconfined=False)
     server = Confined(ws, layer, tmp_path)
     try:
-        assert server.writers.unavailable("notes") is None
+        assert server.changes.refusal("notes", "update_note") is None
         assert layer.worker("notes", "write").hello["mode"] == mode
         yield server, layer
     finally:
@@ -456,14 +454,14 @@ def test_append_edit_and_versioned_update_run_in_the_confined_worker(
     call, layer = confined
     note = ws / "j.md"
     sent: list[Identity | None] = []
-    update = ConfinedWriters.update
+    update = ConfinedChanges.update_note
 
-    def recorded(self: ConfinedWriters, workspace: str, relpath: str, data: bytes, *,
+    def recorded(self: ConfinedChanges, workspace: str, relpath: str, data: bytes, *,
                  expected: Identity | None = None) -> Identity:  # fmt: skip
         sent.append(expected)
         return update(self, workspace, relpath, data, expected=expected)
 
-    monkeypatch.setattr(ConfinedWriters, "update", recorded)
+    monkeypatch.setattr(ConfinedChanges, "update_note", recorded)
     seen = _read_version(call)
     done = call("notes_append", {"id": "j.md", "content": "- tuesday\n", "expectedVersion": seen})
     assert done.get("isError") is not True, done
@@ -491,9 +489,9 @@ def test_the_confined_worker_refuses_a_note_changed_after_the_tools_check(
     call, _ = confined
     note = ws / "j.md"
     refused: list[BaseException] = []
-    update = ConfinedWriters.update
+    update = ConfinedChanges.update_note
 
-    def recorded(self: ConfinedWriters, workspace: str, relpath: str, data: bytes, *,
+    def recorded(self: ConfinedChanges, workspace: str, relpath: str, data: bytes, *,
                  expected: Identity | None = None) -> Identity:  # fmt: skip
         try:
             return update(self, workspace, relpath, data, expected=expected)
@@ -509,7 +507,7 @@ def test_the_confined_worker_refuses_a_note_changed_after_the_tools_check(
             note.write_text(JOURNAL + "- theirs\n")
         return current
 
-    monkeypatch.setattr(ConfinedWriters, "update", recorded)
+    monkeypatch.setattr(ConfinedChanges, "update_note", recorded)
     monkeypatch.setattr(versions, "load_current", read_then_someone_writes)
     seen = _version(note)
     result = call("notes_update", {"id": "j.md", "content": "# mine\n", "expectedVersion": seen})

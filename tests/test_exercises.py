@@ -116,19 +116,17 @@ def test_each_configuration_really_replaced_its_layer(run: tuple[int, dict[str, 
     landlock = requirement("landlock")[0] == "run"
     assert configs["all"]["roots"] == "WorkspaceRoot"
     assert configs["all"]["ids"] == "lexical" and configs["all"]["uris"] == "lexical"
-    assert configs["all"]["deleter"] == "ConfinedDeleters"
-    assert configs["all"]["writer"] == "ConfinedWriters"
+    assert configs["all"]["changes"] == "ConfinedChanges"
     assert configs["all"]["selfConfined"] is landlock
     assert configs["no-lexical"]["ids"] == "permissive"
     assert configs["no-lexical"]["uris"] == "naive"
     assert configs["no-lexical"]["roots"] == "WorkspaceRoot"
     assert configs["no-filesystem"]["roots"] == "NaiveRoot"
-    assert configs["no-filesystem"]["deleter"] == "RawDeleters"
+    assert configs["no-filesystem"]["changes"] == "RawChanges"
     assert configs["no-filesystem"]["ids"] == "lexical"
     assert configs["no-filesystem"]["selfConfined"] is landlock
     assert configs["no-os"]["selfConfined"] is False
-    assert configs["no-os"]["deleter"] == "DirectDeleter"
-    assert configs["no-os"]["writer"] == "DirectWriter"
+    assert configs["no-os"]["changes"] == "InProcessChanges"
     assert configs["no-os"]["roots"] == "WorkspaceRoot"
 
 

@@ -103,7 +103,7 @@ if m is not None:
                                             "workers")}
     out["monitor_fds"] = len(told["fds"])
 with ConfinedWorker(root.fd, "write", mode) as w:
-    w.create("new.md", b"# New\\n")
+    w.create_note("new.md", b"# New\\n")
     out["worker_uid"] = w.hello["uid"]
     out["started_by_monitor"] = m is not None and w.pid in m.ask({"op": "status"})["workers"]
 if m is not None:
@@ -213,7 +213,7 @@ out["fds_kept"] = len(m.ask({"op": "status"})["fds"]) - fds_before
 out["workers"] = m.ask({"op": "status"})["workers"]
 # positive control: a well-formed request still starts a worker that does its job
 with ConfinedWorker(root.fd, "delete", mode) as w:
-    w.delete("a.md", root.stat_note("a.md"))
+    w.unlink_note("a.md", root.stat_note("a.md"))
 out["left"] = sorted(os.listdir(ws))
 # interrupted between a request and its reply (found by review): the reply would answer the
 # next request, so the monitor is never asked again; it ends, with its workers
@@ -240,7 +240,7 @@ except Interrupted:
 out["after interrupt"] = asked({"op": "status"})
 out["monitor ended"] = os.waitstatus_to_exitcode(os.waitpid(m.pid, 0)[1])
 try:
-    w.create("late.md", b"# Late\\n")
+    w.create_note("late.md", b"# Late\\n")
     out["late"] = "created"
 except Exception as exc:
     out["late"] = type(exc).__name__

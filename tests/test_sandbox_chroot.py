@@ -76,7 +76,7 @@ def test_an_update_in_a_chroot_keeps_the_mode_and_gives_the_note_to_the_worker(
     with ConfinedWorker(
         str(workspace), "write", "chroot"
     ) as worker:
-        worker.update("n.md", b"new")
+        worker.update_note("n.md", b"new")
     st = note.stat()
     assert (st.st_uid, st.st_gid) == (os.geteuid(), os.getegid())
     assert stat.S_IMODE(st.st_mode) == 0o640

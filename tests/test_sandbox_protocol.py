@@ -13,21 +13,24 @@ from collections.abc import Iterator
 
 import pytest
 
-from fs_notes.fs import Escape, Identity, NoteNotFound, OsRefused
+from fs_notes.fs import Escape, Identity, NoteNotFound, OsRefused, WorkspaceRoot
 from fs_notes.sandbox.protocol import (
     BAD_REQUEST_FRAME,
     INTERNAL_ERROR_FRAME,
     MAX_RELPATH,
     MAX_REQUEST,
     OK_FRAME,
+    OP_CODES,
+    OPS_BY_KIND,
     REQUEST_HEAD_SIZE,
     Channel,
     OversizedRequest,
     ProtocolError,
     Reply,
     decode_reply,
-    encode_delete,
     encode_identity,
+    encode_move_note,
+    encode_unlink_note,
     encode_write,
     fs_error_frame,
     ok_frame,
@@ -38,7 +41,7 @@ from fs_notes.sandbox.worker import State, handle, serve
 
 HEAD = struct.Struct(">BBHQQQqQqQ")  # op, flags, path_len, dev, ino, size, mtime, ctime
 LEN = struct.Struct(">I")
-DELETE, CREATE, UPDATE = 0x01, 0x02, 0x03
+UNLINK_NOTE, CREATE_NOTE, UPDATE_NOTE, MOVE_NOTE = 0x01, 0x02, 0x03, 0x04
 UNLINK_RAW, CREATE_RAW, READ_RAW, SLEEP = 0x81, 0x82, 0x83, 0x84
 HAS_IDENTITY = 0x01
 IDENT = Identity(1, 2, 3, 4, 5)
@@ -75,19 +78,50 @@ def unframe(frame: bytes) -> bytes:
 # -- the encoders produce exactly the documented layout ---------------------------------------
 
 
-def test_a_delete_request_is_the_fixed_head_then_the_path() -> None:
+def test_an_unlink_note_request_is_the_fixed_head_then_the_path() -> None:
     assert HEAD.size == REQUEST_HEAD_SIZE == 60
-    frame = encode_delete("a.md", IDENT)
-    assert unframe(frame) == body(DELETE, HAS_IDENTITY, ident=IDENT_WIRE)
+    frame = encode_unlink_note("a.md", IDENT)
+    assert unframe(frame) == body(UNLINK_NOTE, HAS_IDENTITY, ident=IDENT_WIRE)
 
 
 def test_write_requests_carry_the_note_bytes_raw() -> None:
     data = bytes(range(256))
-    assert unframe(encode_write("create", "a.md", data)) == body(CREATE, tail=data)
-    assert unframe(encode_write("update", "a.md", data)) == body(UPDATE, tail=data)
-    assert unframe(encode_write("update", "a.md", data, IDENT)) == body(
-        UPDATE, HAS_IDENTITY, ident=IDENT_WIRE, tail=data
+    assert unframe(encode_write("create_note", "a.md", data)) == body(CREATE_NOTE, tail=data)
+    assert unframe(encode_write("update_note", "a.md", data)) == body(UPDATE_NOTE, tail=data)
+    assert unframe(encode_write("update_note", "a.md", data, IDENT)) == body(
+        UPDATE_NOTE, HAS_IDENTITY, ident=IDENT_WIRE, tail=data
     )
+
+
+def test_a_move_note_request_carries_the_target_as_its_tail() -> None:
+    assert unframe(encode_move_note("a.md", "b/c.md")) == body(MOVE_NOTE, tail=b"b/c.md")
+    assert unframe(encode_move_note("a.md", "b/c.md", IDENT)) == body(
+        MOVE_NOTE, HAS_IDENTITY, ident=IDENT_WIRE, tail=b"b/c.md"
+    )
+
+
+def test_each_op_is_named_after_the_filesystem_method_the_worker_runs() -> None:
+    # Issue 28: `grep unlink_note` leads from a tool through the protocol to fs/ (and unlinkat).
+    assert OP_CODES == {
+        "unlink_note": UNLINK_NOTE,
+        "create_note": CREATE_NOTE,
+        "update_note": UPDATE_NOTE,
+        "move_note": MOVE_NOTE,
+    }
+    assert all(callable(getattr(WorkspaceRoot, op, None)) for op in OP_CODES)
+    assert {kind: set(ops) for kind, ops in OPS_BY_KIND.items()} == {
+        "delete": {"unlink_note"},
+        "write": {"create_note", "update_note", "move_note"},
+    }
+    requests = [
+        ("delete", encode_unlink_note("a.md", IDENT)),
+        ("write", encode_write("create_note", "a.md", b"x")),
+        ("write", encode_write("update_note", "a.md", b"x", IDENT)),
+        ("write", encode_move_note("a.md", "b.md", IDENT)),
+    ]
+    ops = [parse_request(unframe(frame), kind).op for kind, frame in requests]
+    assert ops == ["unlink_note", "create_note", "update_note", "move_note"]
+    assert parse_request(unframe(encode_move_note("a.md", "b.md")), "write").target == "b.md"
 
 
 def test_the_old_debug_op_codes_are_not_part_of_the_production_protocol() -> None:
@@ -111,8 +145,8 @@ def test_the_old_debug_op_codes_are_not_part_of_the_production_protocol() -> Non
 )
 def test_every_relpath_crosses_unchanged(relpath: str) -> None:
     # surrogatepass: a surrogate-escaped byte crosses as it did in the JSON format (as \udcc0).
-    req = parse_request(unframe(encode_delete(relpath, IDENT)), "delete")
-    assert (req.op, req.relpath, req.expected) == ("delete", relpath, IDENT)
+    req = parse_request(unframe(encode_unlink_note(relpath, IDENT)), "delete")
+    assert (req.op, req.relpath, req.expected) == ("unlink_note", relpath, IDENT)
 
 
 EXTREME = [
@@ -125,7 +159,7 @@ EXTREME = [
 
 @pytest.mark.parametrize("ident", EXTREME)
 def test_identities_in_range_round_trip(ident: Identity) -> None:
-    req = parse_request(unframe(encode_delete("a.md", ident)), "delete")
+    req = parse_request(unframe(encode_unlink_note("a.md", ident)), "delete")
     assert req.expected == ident
     reply = decode_reply(unframe(ok_frame(ident)))
     assert reply == Reply(0, identity=ident)
@@ -134,9 +168,9 @@ def test_identities_in_range_round_trip(ident: Identity) -> None:
 @pytest.mark.parametrize("relpath", ["", "a\0.md", "a" * (MAX_RELPATH + 1), 7, b"a.md"], ids=repr)
 def test_the_encoders_refuse_what_the_worker_would_refuse(relpath: object) -> None:
     with pytest.raises(ProtocolError):
-        encode_delete(relpath, IDENT)  # type: ignore[arg-type]
+        encode_unlink_note(relpath, IDENT)  # type: ignore[arg-type]
     with pytest.raises(ProtocolError):
-        encode_write("create", relpath, b"")  # type: ignore[arg-type]
+        encode_write("create_note", relpath, b"")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -147,27 +181,27 @@ def test_the_encoders_refuse_what_the_worker_would_refuse(relpath: object) -> No
 )  # fmt: skip
 def test_an_identity_the_layout_cannot_hold_is_refused_by_the_encoder(ident: Identity) -> None:
     with pytest.raises(ProtocolError):
-        encode_delete("a.md", ident)
+        encode_unlink_note("a.md", ident)
 
 
 def test_a_request_past_max_request_is_refused_before_it_is_built() -> None:
     largest = MAX_REQUEST - REQUEST_HEAD_SIZE - len("a.md")
-    frame = encode_write("create", "a.md", b"x" * largest)
+    frame = encode_write("create_note", "a.md", b"x" * largest)
     assert len(frame) == LEN.size + MAX_REQUEST
     with pytest.raises(OversizedRequest):
-        encode_write("create", "a.md", b"x" * (largest + 1))
+        encode_write("create_note", "a.md", b"x" * (largest + 1))
     with pytest.raises(OversizedRequest):
-        encode_write("update", "a.md", b"x" * (largest + 1), IDENT)
+        encode_write("update_note", "a.md", b"x" * (largest + 1), IDENT)
 
 
 # -- parse_request: exactly the documented layouts, for the worker's kind --------------------
 
 VALID = [
-    ("delete", body(DELETE, HAS_IDENTITY, ident=IDENT_WIRE), IDENT, b""),
-    ("write", body(CREATE, tail=b"x"), None, b"x"),
-    ("write", body(CREATE), None, b""),
-    ("write", body(UPDATE, tail=b"\0\xff"), None, b"\0\xff"),
-    ("write", body(UPDATE, HAS_IDENTITY, ident=IDENT_WIRE), IDENT, b""),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, ident=IDENT_WIRE), IDENT, b""),
+    ("write", body(CREATE_NOTE, tail=b"x"), None, b"x"),
+    ("write", body(CREATE_NOTE), None, b""),
+    ("write", body(UPDATE_NOTE, tail=b"\0\xff"), None, b"\0\xff"),
+    ("write", body(UPDATE_NOTE, HAS_IDENTITY, ident=IDENT_WIRE), IDENT, b""),
 ]
 
 
@@ -179,38 +213,41 @@ def test_well_formed_requests_are_accepted(
     assert (req.relpath, req.expected, req.data) == ("a.md", expected, data)
 
 
-DEL = body(DELETE, HAS_IDENTITY, ident=IDENT_WIRE)
+DEL = body(UNLINK_NOTE, HAS_IDENTITY, ident=IDENT_WIRE)
+TOO_LONG = b"a" * (MAX_RELPATH + 1)
 INVALID = [
-    ("delete", body(CREATE), "operation not accepted"),  # wrong kind
-    ("delete", body(UPDATE), "operation not accepted"),
+    ("delete", body(CREATE_NOTE), "operation not accepted"),  # wrong kind
+    ("delete", body(UPDATE_NOTE), "operation not accepted"),
     ("write", DEL, "operation not accepted"),
     ("delete", body(UNLINK_RAW, path=b"/etc/passwd"), "operation not accepted"),
     ("delete", body(SLEEP, path=b"", tail=struct.pack(">d", 1)), "operation not accepted"),
-    ("delete", body(0x04), "operation not accepted"),  # unknown op codes
+    ("delete", body(MOVE_NOTE), "operation not accepted"),
+    ("delete", body(0x05), "operation not accepted"),  # unknown op codes
     ("delete", body(0x00), "operation not accepted"),
     ("delete", b"", "shorter"),
     ("delete", DEL[: REQUEST_HEAD_SIZE - 1], "shorter"),
-    ("delete", body(DELETE, ident=IDENT_WIRE), "flags"),  # delete needs an identity
-    ("delete", body(DELETE, HAS_IDENTITY | 0x80, ident=IDENT_WIRE), "flags"),
-    ("delete", body(DELETE, HAS_IDENTITY | 0x02, ident=IDENT_WIRE), "flags"),
-    ("write", body(CREATE, HAS_IDENTITY, ident=IDENT_WIRE), "flags"),
-    ("write", body(CREATE, ident=IDENT_WIRE), "identity fields set"),
-    ("write", body(UPDATE, ident=(0, 0, 0, 0, 0, 0, 1)), "identity fields set"),
-    ("delete", body(DELETE, HAS_IDENTITY, path=b"", ident=IDENT_WIRE), "non-empty"),
-    ("delete", body(DELETE, HAS_IDENTITY, ident=IDENT_WIRE, path_len=5), "past the end"),
-    ("delete", body(DELETE, HAS_IDENTITY, ident=IDENT_WIRE, path_len=0xFFFF), "past the end"),
-    ("delete", body(DELETE, HAS_IDENTITY, path=b"a\0.md", ident=IDENT_WIRE), "NUL"),
-    ("delete", body(DELETE, HAS_IDENTITY, path=b"\xff.md", ident=IDENT_WIRE), "UTF-8"),
-    ("delete", body(DELETE, HAS_IDENTITY, path=b"\xc0\xae", ident=IDENT_WIRE), "UTF-8"),  # overlong
-    ("delete", body(DELETE, HAS_IDENTITY, path=b"a" * (MAX_RELPATH + 1), ident=IDENT_WIRE), "long"),
+    ("delete", body(UNLINK_NOTE, ident=IDENT_WIRE), "flags"),  # unlink_note needs an identity
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY | 0x80, ident=IDENT_WIRE), "flags"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY | 0x02, ident=IDENT_WIRE), "flags"),
+    ("write", body(CREATE_NOTE, HAS_IDENTITY, ident=IDENT_WIRE), "flags"),
+    ("write", body(CREATE_NOTE, ident=IDENT_WIRE), "identity fields set"),
+    ("write", body(UPDATE_NOTE, ident=(0, 0, 0, 0, 0, 0, 1)), "identity fields set"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, path=b"", ident=IDENT_WIRE), "non-empty"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, ident=IDENT_WIRE, path_len=5), "past the end"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, ident=IDENT_WIRE, path_len=0xFFFF), "past the end"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, path=b"a\0.md", ident=IDENT_WIRE), "NUL"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, path=b"\xff.md", ident=IDENT_WIRE), "UTF-8"),
+    # an overlong encoding, then a relpath one character too long
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, path=b"\xc0\xae", ident=IDENT_WIRE), "UTF-8"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, path=TOO_LONG, ident=IDENT_WIRE), "long"),
     ("delete", DEL + b"x", "trailing"),
-    ("delete", body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 1 << 63, 0, 0)), "out of range"),
-    ("delete", body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 0, T96, 0)), "out of range"),
-    ("delete", body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 0, -T96 - 1, 0)), "out of range"),
-    ("delete", body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 0, 0, T96)), "out of range"),
-    ("delete", body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 0, 0, -T96 - 1)), "out of range"),
-    ("delete", body(DELETE, HAS_IDENTITY, ident=(0, 0, 0, 1 << 62, 0, 0, 0)), "out of range"),
-    ("write", body(UPDATE, HAS_IDENTITY, ident=wire(0, 0, 0, T96, 0)), "out of range"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, ident=wire(0, 0, 1 << 63, 0, 0)), "out of range"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, ident=wire(0, 0, 0, T96, 0)), "out of range"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, ident=wire(0, 0, 0, -T96 - 1, 0)), "out of range"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, ident=wire(0, 0, 0, 0, T96)), "out of range"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, ident=wire(0, 0, 0, 0, -T96 - 1)), "out of range"),
+    ("delete", body(UNLINK_NOTE, HAS_IDENTITY, ident=(0, 0, 0, 1 << 62, 0, 0, 0)), "out of range"),
+    ("write", body(UPDATE_NOTE, HAS_IDENTITY, ident=wire(0, 0, 0, T96, 0)), "out of range"),
 ]
 
 
@@ -233,7 +270,7 @@ def test_the_identity_ranges_are_those_of_identity_from_json(field: str, value: 
         ident = None
     if field == "size" and not 0 <= value < 1 << 64:
         return  # the u64 field cannot even carry it
-    raw = body(DELETE, HAS_IDENTITY, ident=wire(*fields.values()))
+    raw = body(UNLINK_NOTE, HAS_IDENTITY, ident=wire(*fields.values()))
     if ident is None:
         with pytest.raises(ProtocolError, match="out of range"):
             parse_request(raw, "delete")
@@ -334,7 +371,7 @@ def test_the_worker_maps_each_outcome_to_one_reply(exc: BaseException | None, re
 def test_the_worker_answers_bad_requests_without_acting() -> None:
     root = FakeRoot(None)
     state = State("delete", root)
-    out_of_range = body(DELETE, HAS_IDENTITY, ident=wire(0, 0, 1 << 63, 0, 0))
+    out_of_range = body(UNLINK_NOTE, HAS_IDENTITY, ident=wire(0, 0, 1 << 63, 0, 0))
     assert handle(state, out_of_range) == BAD_REQUEST_FRAME
     assert handle(state, body(UNLINK_RAW, path=b"/x")) == BAD_REQUEST_FRAME
     assert handle(state, b"\x01") == BAD_REQUEST_FRAME
@@ -384,7 +421,7 @@ def served() -> Iterator[Served]:
 
 
 def test_serve_answers_each_frame_and_stops_at_end_of_stream(served: Served) -> None:
-    served.ours.sendall(encode_delete("a.md", IDENT) + LEN.pack(1) + b"\x7f")
+    served.ours.sendall(encode_unlink_note("a.md", IDENT) + LEN.pack(1) + b"\x7f")
     assert served.read(len(OK_FRAME) + len(BAD_REQUEST_FRAME)) == OK_FRAME + BAD_REQUEST_FRAME
     assert served.finish() == [0]
     assert served.root.calls == [("a.md", IDENT)]

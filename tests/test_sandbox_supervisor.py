@@ -28,6 +28,7 @@ from fs_notes.fs import (
     NoteNotFound,
     SymlinkRefused,
     TooLarge,
+    WorkspaceRoot,
 )
 from fs_notes.sandbox import landlock_abi as ll
 from fs_notes.sandbox.confine import DELETE_RIGHTS
@@ -35,13 +36,17 @@ from fs_notes.sandbox.errors import ConfinementError, OsRefused, WorkerFailed
 from fs_notes.sandbox.kinds import Mode
 from fs_notes.sandbox.protocol import (
     BAD_REQUEST_FRAME,
+    HEADER_SIZE,
     INTERNAL_ERROR_FRAME,
     MAX_REPLY,
     MAX_REQUEST,
+    OK,
     OK_FRAME,
+    OP_CODES,
     REQUEST_HEAD_SIZE,
     Channel,
-    encode_delete,
+    Reply,
+    encode_unlink_note,
     encode_write,
     frame,
     fs_error_frame,
@@ -137,13 +142,13 @@ def test_delete_removes_the_note_only_while_it_is_the_expected_file(
         stale = note(workspace, "b.md")
         (workspace / "b.md").write_bytes(b"changed since the form was shown")
         with pytest.raises(IdentityChanged):
-            worker.delete("b.md", stale)
+            worker.unlink_note("b.md", stale)
         assert (workspace / "b.md").exists()
         with pytest.raises(NoteNotFound):
-            worker.delete("missing.md", ident)
+            worker.unlink_note("missing.md", ident)
         with pytest.raises(SymlinkRefused):
-            worker.delete("link/secret.md", ident)
-        worker.delete("sub/a.md", ident)
+            worker.unlink_note("link/secret.md", ident)
+        worker.unlink_note("sub/a.md", ident)
         assert not (workspace / "sub" / "a.md").exists()
         assert (workspace.parent / "outside" / "secret.md").read_bytes() == b"secret"
 
@@ -154,17 +159,46 @@ def test_create_and_update_through_a_write_worker(workspace: Path, mode: str) ->
     if worker is None:
         return
     with worker:
-        created = worker.create("new/n.md", b"one")
+        created = worker.create_note("new/n.md", b"one")
         assert created == Identity.of(os.stat(workspace / "new" / "n.md"))
         with pytest.raises(NoteExists):
-            worker.create("new/n.md", b"never overwritten")
-        updated = worker.update("new/n.md", b"two", expected=created)
+            worker.create_note("new/n.md", b"never overwritten")
+        updated = worker.update_note("new/n.md", b"two", expected=created)
         assert (workspace / "new" / "n.md").read_bytes() == b"two"
         with pytest.raises(IdentityChanged):
-            worker.update("new/n.md", b"three", expected=created)
+            worker.update_note("new/n.md", b"three", expected=created)
         assert (workspace / "new" / "n.md").read_bytes() == b"two"
-        assert worker.update("new/n.md", b"four") != updated
+        current = worker.update_note("new/n.md", b"four")
+        assert current != updated
         assert sorted(os.listdir(workspace / "new")) == ["n.md"]  # no temp file left
+        with pytest.raises(IdentityChanged):
+            worker.move_note("new/n.md", "moved/m.md", expected=updated)
+        moved = worker.move_note("new/n.md", "moved/m.md", expected=current)
+        assert moved == Identity.of(os.stat(workspace / "moved" / "m.md"))
+        assert (workspace / "moved" / "m.md").read_bytes() == b"four"
+        assert os.listdir(workspace / "new") == []
+
+
+def test_each_request_method_sends_the_op_of_its_own_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 28: a ConfinedWorker method, the op it sends and the WorkspaceRoot method the worker
+    # runs for it share one name (`grep unlink_note` leads from a tool to unlinkat).
+    names = {code: op for op, code in OP_CODES.items()}
+    ident = Identity(1, 2, 3, 4, 5)
+    sent: list[str] = []
+
+    def call(self: ConfinedWorker, frame: bytes, timeout: float, identity: bool = False) -> Reply:
+        sent.append(names[frame[HEADER_SIZE]])  # the op byte opens the body
+        return Reply(OK, identity=ident if identity else None)
+
+    monkeypatch.setattr(ConfinedWorker, "_call", call)
+    worker = object.__new__(ConfinedWorker)  # no process: only the encoding is under test
+    worker.unlink_note("a.md", ident)
+    assert worker.create_note("a.md", b"x") == ident
+    assert worker.update_note("a.md", b"x", ident) == ident
+    assert worker.move_note("a.md", "b.md", ident) == ident
+    assert sent == ["unlink_note", "create_note", "update_note", "move_note"]
+    for op in sent:
+        assert callable(getattr(ConfinedWorker, op)) and callable(getattr(WorkspaceRoot, op))
 
 
 def _status(pid: int, name: str) -> str:
@@ -221,7 +255,7 @@ def test_a_delete_worker_refuses_write_operations(workspace: Path) -> None:
         ConfinedWorker(str(workspace), "delete", "none") as worker,
         pytest.raises(ValueError, match="rejected"),
     ):
-        worker.create("x.md", b"data")
+        worker.create_note("x.md", b"data")
     assert not (workspace / "x.md").exists()
 
 
@@ -231,12 +265,12 @@ def test_an_oversized_request_is_refused_before_it_reaches_the_worker(workspace:
     with ConfinedWorker(str(workspace), "write", "none") as worker:
         pid = worker.pid
         with pytest.raises(TooLarge):
-            worker.create("big.md", b"x" * (largest + 1))
+            worker.create_note("big.md", b"x" * (largest + 1))
         with pytest.raises(TooLarge):
-            worker.update("big.md", b"x" * (largest + 1))
+            worker.update_note("big.md", b"x" * (largest + 1))
         assert worker.pid == pid  # the channel stayed in step: same worker
         assert not (workspace / "big.md").exists()
-        worker.create("big.md", b"y" * largest)
+        worker.create_note("big.md", b"y" * largest)
         assert worker.pid == pid
     assert (workspace / "big.md").stat().st_size == largest
 
@@ -274,12 +308,12 @@ def test_requests_the_format_cannot_carry_are_refused_without_a_round_trip(
         pid = worker.pid
         for relpath in ("", "a\0.md", "a" * 4097):
             with pytest.raises(ValueError, match="malformed request"):
-                worker.delete(relpath, ident)
+                worker.unlink_note(relpath, ident)
         with pytest.raises(ValueError, match="malformed request"):
-            worker.delete("a.md", Identity(-1, ident.ino, ident.size, 0, 0))
+            worker.unlink_note("a.md", Identity(-1, ident.ino, ident.size, 0, 0))
         for timeout in (0.0, -1.0, float("nan"), float("inf")):
             with pytest.raises(ValueError, match="timeout"):
-                worker.delete("a.md", ident, timeout=timeout)
+                worker.unlink_note("a.md", ident, timeout=timeout)
         assert worker.pid == pid
     assert (workspace / "a.md").exists()
 
@@ -295,16 +329,16 @@ def test_the_worker_refuses_malformed_requests_and_stays_in_step(workspace: Path
             Identity(ident.dev, ident.ino, ident.size, ident.mtime_ns, -(1 << 96) - 1),
         ):
             with pytest.raises(ValueError, match="rejected"):
-                worker.delete("a.md", wrong)
-        for body in (b"\x01", b"\x7f" * 60, encode_delete("a.md", ident)[4:] + b"x"):
+                worker.unlink_note("a.md", wrong)
+        for body in (b"\x01", b"\x7f" * 60, encode_unlink_note("a.md", ident)[4:] + b"x"):
             with pytest.raises(ValueError, match="rejected"):
                 worker._call(frame(body), 5.0)
         with pytest.raises(ValueError, match="rejected"):  # an op of the other kind
-            worker._call(encode_write("create", "b.md", b"data"), 5.0)
+            worker._call(encode_write("create_note", "b.md", b"data"), 5.0)
         assert worker.pid == pid
         assert (workspace / "a.md").exists()
         assert not (workspace / "b.md").exists()
-        worker.delete("a.md", ident)
+        worker.unlink_note("a.md", ident)
         assert not (workspace / "a.md").exists()
 
 
@@ -322,7 +356,7 @@ def test_a_frame_the_worker_cannot_delimit_ends_that_worker(workspace: Path, str
         assert gone(old)
         assert no_zombie_children()
         ident = note(workspace, "x.md")
-        worker.delete("x.md", ident)  # a fresh worker
+        worker.unlink_note("x.md", ident)  # a fresh worker
         assert worker.pid not in (None, old)
 
 
@@ -381,13 +415,13 @@ def test_replies_map_to_outcomes_and_the_worker_is_kept(
     worker, theirs, proc = scripted
     theirs.sendall(reply)  # lock step: the reply may as well be there already
     if outcome is None:
-        worker.delete("a.md", IDENT)
+        worker.unlink_note("a.md", IDENT)
     else:
         with pytest.raises(outcome) as info:
-            worker.delete("a.md", IDENT)
+            worker.unlink_note("a.md", IDENT)
         if outcome is OsRefused:
             assert isinstance(info.value, OsRefused) and info.value.errno == 13
-    assert theirs.recv(1000) == encode_delete("a.md", IDENT)
+    assert theirs.recv(1000) == encode_unlink_note("a.md", IDENT)
     assert worker.pid == proc.pid
     assert proc.poll() is None
 
@@ -399,7 +433,7 @@ def test_replies_that_break_the_protocol_discard_the_worker(
     worker, theirs, proc = scripted
     theirs.sendall(reply)
     with pytest.raises(WorkerFailed):
-        worker.delete("a.md", IDENT)
+        worker.unlink_note("a.md", IDENT)
     assert worker.pid is None
     assert proc.returncode == -signal.SIGKILL  # killed and reaped
 
@@ -409,10 +443,10 @@ def test_a_create_reply_must_carry_an_identity(
 ) -> None:
     worker, theirs, proc = scripted
     theirs.sendall(ok_frame(IDENT))
-    assert worker.create("a.md", b"x") == IDENT
+    assert worker.create_note("a.md", b"x") == IDENT
     theirs.sendall(OK_FRAME)
     with pytest.raises(WorkerFailed):
-        worker.create("a.md", b"x")
+        worker.create_note("a.md", b"x")
     assert proc.returncode == -signal.SIGKILL
 
 
@@ -425,7 +459,7 @@ def test_no_reply_in_time_or_a_closed_channel_discards_the_worker(
         theirs.shutdown(socket.SHUT_WR)
     started = time.monotonic()
     with pytest.raises(WorkerFailed):
-        worker.delete("a.md", IDENT, timeout=0.2)
+        worker.unlink_note("a.md", IDENT, timeout=0.2)
     assert time.monotonic() - started < 1.0
     assert worker.pid is None
     assert proc.returncode == -signal.SIGKILL
@@ -446,13 +480,13 @@ def test_a_request_that_found_the_channel_closed_goes_to_a_fresh_worker_once(
     try:
         if second_alive:
             theirs2.sendall(OK_FRAME)
-            worker.delete("a.md", IDENT)
-            assert theirs2.recv(1000) == encode_delete("a.md", IDENT)
+            worker.unlink_note("a.md", IDENT)
+            assert theirs2.recv(1000) == encode_unlink_note("a.md", IDENT)
             assert worker.pid == fresh.pid
         else:
             theirs2.close()
             with pytest.raises(WorkerFailed):
-                worker.delete("a.md", IDENT)
+                worker.unlink_note("a.md", IDENT)
             assert worker.pid is None
             assert fresh.returncode == -signal.SIGKILL
         assert proc.returncode == -signal.SIGKILL
@@ -480,7 +514,7 @@ def test_a_worker_killed_mid_request_raises_worker_failed_then_a_fresh_one_serve
     assert gone(old)
     assert no_zombie_children()
     ident = note(workspace, "after.md")
-    debug_worker.delete("after.md", ident)
+    debug_worker.unlink_note("after.md", ident)
     assert not (workspace / "after.md").exists()
     assert debug_worker.pid not in (None, old)
 
@@ -508,7 +542,7 @@ def test_a_worker_that_died_while_idle_is_restarted(
     os.kill(old, signal.SIGKILL)
     assert wait_gone(old)
     ident = note(workspace, "x.md")
-    debug_worker.delete("x.md", ident)  # may not fail: the dead worker was idle
+    debug_worker.unlink_note("x.md", ident)  # may not fail: the dead worker was idle
     assert not (workspace / "x.md").exists()
     assert debug_worker.pid != old
     assert no_zombie_children()
@@ -523,7 +557,7 @@ def test_close_stops_and_reaps_the_worker_and_later_calls_fail(workspace: Path) 
     assert gone(pid)
     assert no_zombie_children()
     with pytest.raises(WorkerFailed):
-        worker.delete("x.md", Identity(0, 0, 0, 0, 0))
+        worker.unlink_note("x.md", Identity(0, 0, 0, 0, 0))
 
 
 def test_concurrent_callers_share_one_worker_safely(workspace: Path) -> None:
@@ -533,7 +567,7 @@ def test_concurrent_callers_share_one_worker_safely(workspace: Path) -> None:
 
         def delete(name: str) -> None:
             try:
-                worker.delete(name, idents[name])
+                worker.unlink_note(name, idents[name])
             except BaseException as exc:
                 errors.append(exc)
 
@@ -630,7 +664,7 @@ def test_a_worker_outlives_the_short_lived_thread_that_started_it(workspace: Pat
         time.sleep(0.3)
         assert pid is not None and not gone(pid)
         ident = note(workspace, "x.md")
-        worker.delete("x.md", ident)
+        worker.unlink_note("x.md", ident)
         assert worker.pid == pid
 
 
@@ -791,7 +825,7 @@ def test_a_worker_killed_while_idle_is_reaped_at_once_and_restarted_when_needed(
         with pytest.raises(psutil.NoSuchProcess):
             psutil.Process(pid)
         assert no_zombie_children()
-        worker.create("after.md", b"# after\n")  # the next request starts it again
+        worker.create_note("after.md", b"# after\n")  # the next request starts it again
         assert worker.pid != pid
     assert (tmp_path / "after.md").read_bytes() == b"# after\n"
 
@@ -837,10 +871,10 @@ def test_a_worker_of_a_folder_owned_by_another_user_becomes_that_user_with_no_ca
         assert int(status_field(worker.pid, "CapPrm"), 16) == 0
         assert worker.hello["uid"] == 4242
         if kind == "write":
-            worker.create("new.md", b"# new\n")
+            worker.create_note("new.md", b"# new\n")
             assert (workspace / "new.md").stat().st_uid == 4242
         else:
-            worker.delete("old.md", ident)
+            worker.unlink_note("old.md", ident)
             assert not (workspace / "old.md").exists()
 
 
@@ -868,8 +902,8 @@ def _a_regular_users_worker_is_that_user(tmp_path: Path, mode: str, kind: str) -
             ns = os.readlink(f"/proc/{worker.pid}/ns/user")
             assert ns != os.readlink("/proc/self/ns/user")  # its capabilities are there only
         if kind == "write":
-            worker.create("new.md", b"# new\n")
+            worker.create_note("new.md", b"# new\n")
             assert (workspace / "new.md").stat().st_uid == os.geteuid()
         else:
-            worker.delete("old.md", ident)
+            worker.unlink_note("old.md", ident)
             assert not (workspace / "old.md").exists()

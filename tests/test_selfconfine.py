@@ -291,9 +291,9 @@ def test_landlock_alone_lets_the_server_reach_only_what_its_plan_allows(layout: 
         with WorkspaceRoot.open(ws) as root:
             ident = root.stat_note("b.md")
         with ConfinedWorker(ws, "delete", "landlock") as worker:
-            worker.delete("b.md", ident)
+            worker.unlink_note("b.md", ident)
         with ConfinedWorker(ws, "write", "landlock") as worker:
-            worker.create("c.md", b"# C")
+            worker.create_note("c.md", b"# C")
         out["workspace"] = sorted(os.listdir(ws))
         store = ReplayStore(base + "/state/replay.db")
         out["claimed"] = store.claim("0" * 32, 2e9)

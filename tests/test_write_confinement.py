@@ -27,7 +27,7 @@ from fs_notes.policy import Policy, Principal
 from fs_notes.protocol.envelope import Request
 from fs_notes.rounds.seal import KeyRing, StateSealer
 from fs_notes.sandbox import probe as sandbox_probe
-from fs_notes.sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
+from fs_notes.sandbox.confined import ConfinedChanges, OsLayer
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -61,13 +61,7 @@ class Server:
         self.roots = open_roots(policy)
         self.replay = ReplayStore(str(state / "replay.db"))
         parts = ConfirmParts(StateSealer(KeyRing.ephemeral()), self.replay, AuditLog(None))
-        self.dispatcher, _env = build_server(
-            policy,
-            self.roots,
-            parts,
-            deleter=ConfinedDeleters(layer),
-            writer=ConfinedWriters(layer),
-        )
+        self.dispatcher, _env = build_server(policy, self.roots, parts, ConfinedChanges(layer))
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         params = {"name": name, "arguments": arguments, "_meta": META}
@@ -94,19 +88,19 @@ def test_creates_and_updates_run_in_the_write_worker(notes: Path, layers: list[O
     mode = host_mode()
     layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
-    writers = ConfinedWriters(layer)
-    assert writers.unavailable("notes") is None
-    ident = writers.create("notes", "sub/new.md", b"# New\n")
+    writers = ConfinedChanges(layer)
+    assert writers.refusal("notes", "create_note") is None
+    ident = writers.create_note("notes", "sub/new.md", b"# New\n")
     assert (notes / "sub" / "new.md").read_bytes() == b"# New\n"
     assert ident == Identity.of(os.stat(notes / "sub" / "new.md"))
     with pytest.raises(NoteExists):
-        writers.create("notes", "sub/new.md", b"again")
+        writers.create_note("notes", "sub/new.md", b"again")
     assert (notes / "sub" / "new.md").read_bytes() == b"# New\n"
-    after = writers.update("notes", "a.md", b"# A, revised\n")
+    after = writers.update_note("notes", "a.md", b"# A, revised\n")
     assert (notes / "a.md").read_bytes() == b"# A, revised\n"
     assert after == Identity.of(os.stat(notes / "a.md"))
     with pytest.raises(NoteNotFound):
-        writers.update("notes", "missing.md", b"x")
+        writers.update_note("notes", "missing.md", b"x")
     worker = layer.worker("notes", "write")
     assert worker.hello["kind"] == "write" and worker.hello["mode"] == mode
     assert worker.pid in [p.pid for p in psutil.Process().children()]
@@ -118,14 +112,14 @@ def test_a_write_through_the_worker_cannot_leave_the_workspace(
     host_mode()
     layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
-    writers = ConfinedWriters(layer)
+    writers = ConfinedChanges(layer)
     (notes / "link").symlink_to(notes.parent / "outside")
     with pytest.raises(FsError):
-        writers.create("notes", "../outside/new.md", b"x")
+        writers.create_note("notes", "../outside/new.md", b"x")
     with pytest.raises(SymlinkRefused):
-        writers.create("notes", "link/new.md", b"x")
+        writers.create_note("notes", "link/new.md", b"x")
     with pytest.raises(SymlinkRefused):
-        writers.update("notes", "link/secret.md", b"x")
+        writers.update_note("notes", "link/secret.md", b"x")
     assert sorted(os.listdir(notes.parent / "outside")) == ["secret.md"]
     assert (notes.parent / "outside" / "secret.md").read_text() == "# secret\n"
 
@@ -162,7 +156,7 @@ def test_allow_unconfined_lets_writes_run_in_an_unconfined_worker(
     monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = make_layer(policy_for(notes, "none"), allow_unconfined=True)
     layers.append(layer)
-    ConfinedWriters(layer).create("notes", "b.md", b"# B\n")
+    ConfinedChanges(layer).create_note("notes", "b.md", b"# B\n")
     assert (notes / "b.md").read_text() == "# B\n"
     assert layer.worker("notes", "write").hello["mode"] == "none"
 
@@ -200,7 +194,7 @@ def test_a_chroot_only_host_writes_where_the_policy_accepts_chroot(
     monkeypatch.setattr(sandbox_probe, "probe", chroot_only)
     layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
-    ConfinedWriters(layer).update("notes", "a.md", b"# A2\n")
+    ConfinedChanges(layer).update_note("notes", "a.md", b"# A2\n")
     assert (notes / "a.md").read_text() == "# A2\n"
     assert layer.worker("notes", "write").hello["mode"] == "chroot"
 

@@ -1,10 +1,11 @@
-"""Deletion for the no-filesystem knock-out: the confined worker unlinks the path string as given.
+"""The door for changes of the no-filesystem knock-out: the confined worker unlinks the path
+string as given; the other changes happen in this process, over the naive roots.
 
-The real deleter (`sandbox.confined.ConfinedDeleters`) sends the note id to a confined worker that
-resolves it again with the filesystem layer. With layer 2 knocked out, the worker must not do
-that either, so `RawDeleters` uses the attacker worker (`rawworker.RawWorker`: confined through
-the real worker's own entry point, then a bare unlinkat from the workspace folder, no resolution
-checks at all) while keeping everything that makes up the OS layer: the same mode choice
+The real door (`sandbox.confined.ConfinedChanges`) sends `unlink_note` to a confined worker that
+resolves the id again with the filesystem layer. With layer 2 knocked out, the worker must not do
+that either, so `RawChanges.unlink_note` uses the attacker worker (`rawworker.RawWorker`: confined
+through the real worker's own entry point, then a bare unlinkat from the workspace folder, no
+resolution checks at all) while keeping everything that makes up the OS layer: the same mode choice
 (Landlock if the server confined itself or the host enforces it, else chroot, else refuse: fail
 closed), the workspace's minimum sandbox level, a fresh confined worker per workspace, and every
 other fd closed in the worker (a leaked fd handed to it with `leak_fds` must be closed by it).
@@ -18,12 +19,14 @@ from __future__ import annotations
 import errno
 import logging
 import threading
+from collections.abc import Mapping
 
 from fs_notes.sandbox.errors import NoEnforceableLayer, OsRefused, SandboxError
 from fs_notes.sandbox.kinds import Mode
 from fs_notes.sandbox.probe import HostReport
 
 from ..fs import FsError, Identity, InvalidPath
+from ..fs.changes import ChangeableRoot, InProcessChanges, Op
 from ..policy import Policy
 from ..sandbox.confined import OsLayerFailed
 from .rawworker import RawWorker
@@ -31,15 +34,20 @@ from .rawworker import RawWorker
 log = logging.getLogger("fs_notes.exercises")
 
 
-class RawDeleters:
+class RawChanges(InProcessChanges):
+    """Creates, updates and moves in process over `roots` (the knock-out's naive roots);
+    deletions by the raw worker, confined as the OS layer confines its workers."""
+
     def __init__(
         self,
         policy: Policy,
+        roots: Mapping[str, ChangeableRoot],
         *,
         self_confined: bool,
         leak_fds: tuple[int, ...] = (),
         host: HostReport | None = None,
     ) -> None:
+        super().__init__(roots)
         self._workspaces = {ws.name: ws for ws in policy.workspaces}
         self._self_confined = self_confined
         self._host = host  # probed before the private view
@@ -80,14 +88,16 @@ class RawDeleters:
                 self._workers[workspace] = worker
             return worker
 
-    def unavailable(self, workspace: str) -> str | None:
+    def refusal(self, workspace: str, op: Op) -> str | None:
+        if op != "unlink_note":
+            return None
         try:
             self._worker(workspace)
         except OsLayerFailed as exc:
             return str(exc)
         return None
 
-    def delete(self, workspace: str, relpath: str, expected: Identity) -> None:
+    def unlink_note(self, workspace: str, relpath: str, expected: Identity) -> None:
         worker = self._worker(workspace)
         try:
             worker.unlink_raw(relpath)

@@ -10,7 +10,7 @@ serves it over stdio, with these differences and no others:
 - `--knockout lexical`: note ids and folders reach the filesystem layer unchecked, and URIs are
   parsed naively (`naive.naive_uri_parts`); authorization still decides which workspace.
 - `--knockout filesystem`: `naive.NaiveRoot` instead of `fs.WorkspaceRoot` (path strings, plain
-  open/unlink), and deletion by the attacker worker's bare unlink (`rawdelete.RawDeleters`,
+  open/unlink), and deletion by the attacker worker's bare unlink (`rawdelete.RawChanges`,
   confined through the real worker's entry point); writes happen in this (still self-confined)
   process.
 - `--knockout os`: no self-confinement and no workers: writes and deletions in-process.
@@ -43,13 +43,11 @@ from ..compose import build_server, open_confirm_parts, open_roots
 from ..config import StatePaths
 from ..errors import ConfigError
 from ..fs import WorkspaceRoot
+from ..fs.changes import InProcessChanges, NoteChanges
 from ..policy import Policy, PolicyError
 from ..policy_file import load_policy
 from ..sandbox.launch import WORKER_PROGRAM
 from ..tools.context import NoteRoot
-from ..tools.delete import NoteDeleter
-from ..tools.move_tool import NoteMover
-from ..tools.write_tools import NoteWriter
 from .compromised import attack, refused
 from .hostview import HostLookup
 from .naive import PERMISSIVE_IDS, NaiveRoot
@@ -59,12 +57,10 @@ from .tracing import (
     COMPROMISED_METHOD,
     LEAK_FD,
     TERMINAL_FD,
-    TracingDeleter,
+    TracingChanges,
     TracingDispatcher,
-    TracingMover,
     TracingPolicy,
     TracingRoot,
-    TracingWriter,
     traced_ids,
 )
 
@@ -215,38 +211,28 @@ def run(argv: Sequence[str]) -> int:
             roots[ws.name] = TracingRoot(real[ws.name], ws.path, trace, host)
     closers = []
     # Knocked out, the OS layer is not there: the tools act in this process (no worker).
-    deleter: NoteDeleter | Literal["unconfined"] = "unconfined"
-    writer: NoteWriter | Literal["unconfined"] = "unconfined"
-    mover: NoteMover | Literal["unconfined"] = "unconfined"
+    changes: NoteChanges = InProcessChanges(roots)
     if knockout in ("none", "lexical"):
-        from ..sandbox.confined import ConfinedDeleters, ConfinedWriters, OsLayer
-        from ..sandbox.movers import ConfinedMovers
+        from ..sandbox.confined import ConfinedChanges, OsLayer
 
         layer = OsLayer(
             policy, real, allow_unconfined=False, self_confined=self_confined, host=host_report
         )
         closers.append(layer.close)
-        deleter = TracingDeleter(ConfinedDeleters(layer), trace)
-        writer = TracingWriter(ConfinedWriters(layer), trace)
-        mover = TracingMover(ConfinedMovers(layer), trace)
+        changes = TracingChanges(ConfinedChanges(layer), trace)
     elif knockout == "filesystem":
-        from .rawdelete import RawDeleters
+        from .rawdelete import RawChanges
 
-        raw = RawDeleters(
-            policy,
-            self_confined=self_confined,
-            host=host_report,
-            leak_fds=leaked,
+        raw = RawChanges(
+            policy, roots, self_confined=self_confined, host=host_report, leak_fds=leaked
         )
         closers.append(raw.close)
-        deleter = TracingDeleter(raw, trace)
+        changes = TracingChanges(raw, trace, frozenset({"unlink_note"}))
     dispatcher, _env = build_server(
         TracingPolicy.wrap(policy, trace, naive_uris=knockout == "lexical"),
         roots,
         confirm,
-        deleter=deleter,
-        writer=writer,
-        mover=mover,
+        changes,
         ids=PERMISSIVE_IDS if knockout == "lexical" else traced_ids(trace),
     )
     config = {
@@ -255,10 +241,9 @@ def run(argv: Sequence[str]) -> int:
         "uris": "naive" if knockout == "lexical" else "lexical",
         "ids": "permissive" if knockout == "lexical" else "lexical",
         "roots": "NaiveRoot" if knockout == "filesystem" else "WorkspaceRoot",
-        "deleter": {"none": "ConfinedDeleters", "lexical": "ConfinedDeleters"}.get(
-            knockout, "RawDeleters" if knockout == "filesystem" else "DirectDeleter"
+        "changes": {"none": "ConfinedChanges", "lexical": "ConfinedChanges"}.get(
+            knockout, "RawChanges" if knockout == "filesystem" else "InProcessChanges"
         ),
-        "writer": "ConfinedWriters" if knockout in ("none", "lexical") else "DirectWriter",
         "leakedFds": list(leaked),
     }
     log.warning("knock-out target: %s", config)

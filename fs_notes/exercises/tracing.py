@@ -1,12 +1,12 @@
 """Thin wrappers that report which layer refused a request (the knock-out target only).
 
-Each wrapper calls the real component unchanged and records, on the request's `Trace`, the
-refusals that pass through it: `TracingPolicy` (authorization, and the lexical URI parser it
-uses), `traced_ids` (the lexical note-id and folder checks), `TracingRoot` (the filesystem
-layer; it also reports entries a listing left out, and a workspace path that no longer names the
-folder the root fd holds), `TracingDeleter` / `TracingWriter` (the OS layer's workers, and the
-filesystem layer inside them), and `TracingDispatcher`, which attaches the events of each request
-to its response under `TRACE_KEY`.
+Each wrapper calls the real component unchanged and records, on the request's `Trace`, the refusals
+that pass through it: `TracingPolicy` (authorization, and the lexical URI parser it uses),
+`traced_ids` (the lexical note-id and folder checks), `TracingRoot` (the filesystem layer; it also
+reports entries a listing left out, and a workspace path that no longer names the folder the root
+fd holds), `TracingChanges` (the one door for changes: the OS layer's workers, and the filesystem
+layer behind them), and `TracingDispatcher`, which attaches the events of each request to its
+response under `TRACE_KEY`.
 
 Guarantees: a wrapper never changes a decision: every result and exception of the wrapped call
 is passed on as it was. The extra checks only look (lstat, statx, fstat) and only through the
@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..fs import FsError, Identity, NoteExists, WorkspaceRoot
+from ..fs.changes import OPS, NoteChanges, Op
 from ..fs.mounts import mount_id, mount_id_at
 from ..lexical import LexicalError
 from ..policy import AccessDenied, Operation, Policy, Principal, Workspace, WorkspaceGrant
@@ -33,9 +34,6 @@ from ..protocol.dispatch import Principal as CallPrincipal
 from ..protocol.envelope import Notification, Request, result_response
 from ..protocol.progress import Notify
 from ..tools.context import IdRules, strict_folder, strict_note_id
-from ..tools.delete import NoteDeleter
-from ..tools.move_tool import NoteMover
-from ..tools.write_tools import NoteWriter
 from .hostview import HostLookup
 from .naive import naive_uri_parts
 from .trace import TRACE_KEY, Trace, record_fs
@@ -268,78 +266,75 @@ def _record_worker(trace: Trace, exc: FsError, verb: str) -> None:
         record_fs(trace, exc, verb)
 
 
-class TracingDeleter:
-    """A `NoteDeleter` (confined worker, or in-process) whose refusals are recorded."""
+#: What a refusal of the door is recorded as, by verb.
+_REFUSED: dict[Op, str] = {
+    "unlink_note": "deletion refused",
+    "create_note": "writing refused",
+    "update_note": "writing refused",
+    "move_note": "moving refused",
+}
+#: How the trace names each verb's failure (what the exercises' reports show).
+_VERB: dict[Op, str] = {
+    "unlink_note": "delete", "create_note": "create", "update_note": "update", "move_note": "move"
+}
 
-    def __init__(self, inner: NoteDeleter, trace: Trace) -> None:
+
+class TracingChanges:
+    """A `NoteChanges` (the confined workers, or the raw worker's) whose refusals by the verbs
+    in `traced` are recorded (the others pass through unrecorded, as in-process changes do:
+    the root handles record their own)."""
+
+    def __init__(
+        self, inner: NoteChanges, trace: Trace, traced: frozenset[Op] = frozenset(OPS)
+    ) -> None:
         self._inner = inner
         self._trace = trace
+        self._traced = traced
 
-    def unavailable(self, workspace: str) -> str | None:
-        reason = self._inner.unavailable(workspace)
-        if reason is not None:
-            self._trace.record("os", f"deletion refused: {reason}")
+    def refusal(self, workspace: str, op: Op) -> str | None:
+        reason = self._inner.refusal(workspace, op)
+        if reason is not None and op in self._traced:
+            self._trace.record("os", f"{_REFUSED[op]}: {reason}")
         return reason
 
-    def delete(self, workspace: str, relpath: str, expected: Identity) -> None:
+    def _failed(self, op: Op, exc: FsError) -> None:
+        if op not in self._traced:
+            return
+        if op == "move_note":
+            record_move(self._trace, exc)
+        else:
+            _record_worker(self._trace, exc, _VERB[op])
+
+    def unlink_note(self, workspace: str, relpath: str, expected: Identity) -> None:
         try:
-            self._inner.delete(workspace, relpath, expected)
+            self._inner.unlink_note(workspace, relpath, expected)
         except FsError as exc:
-            _record_worker(self._trace, exc, "delete")
+            self._failed("unlink_note", exc)
             raise
 
-
-class TracingWriter:
-    """A `NoteWriter` (confined worker) whose refusals are recorded."""
-
-    def __init__(self, inner: NoteWriter, trace: Trace) -> None:
-        self._inner = inner
-        self._trace = trace
-
-    def unavailable(self, workspace: str) -> str | None:
-        reason = self._inner.unavailable(workspace)
-        if reason is not None:
-            self._trace.record("os", f"writing refused: {reason}")
-        return reason
-
-    def create(self, workspace: str, relpath: str, data: bytes) -> Identity:
+    def create_note(self, workspace: str, relpath: str, data: bytes) -> Identity:
         try:
-            return self._inner.create(workspace, relpath, data)
+            return self._inner.create_note(workspace, relpath, data)
         except FsError as exc:
-            _record_worker(self._trace, exc, "create")
+            self._failed("create_note", exc)
             raise
 
-    def update(
+    def update_note(
         self, workspace: str, relpath: str, data: bytes, *, expected: Identity | None = None
     ) -> Identity:
         try:
-            return self._inner.update(workspace, relpath, data, expected=expected)
+            return self._inner.update_note(workspace, relpath, data, expected=expected)
         except FsError as exc:
-            _record_worker(self._trace, exc, "update")
+            self._failed("update_note", exc)
             raise
 
-
-class TracingMover:
-    """A `NoteMover` (the confined write worker) whose refusals are recorded (added
-    2026-12-01)."""
-
-    def __init__(self, inner: NoteMover, trace: Trace) -> None:
-        self._inner = inner
-        self._trace = trace
-
-    def unavailable(self, workspace: str) -> str | None:
-        reason = self._inner.unavailable(workspace)
-        if reason is not None:
-            self._trace.record("os", f"moving refused: {reason}")
-        return reason
-
-    def move(
-        self, workspace: str, relpath: str, new_relpath: str, expected: Identity | None
+    def move_note(
+        self, workspace: str, relpath: str, new_relpath: str, *, expected: Identity | None = None
     ) -> Identity:
         try:
-            return self._inner.move(workspace, relpath, new_relpath, expected)
+            return self._inner.move_note(workspace, relpath, new_relpath, expected=expected)
         except FsError as exc:
-            record_move(self._trace, exc)
+            self._failed("move_note", exc)
             raise
 
 

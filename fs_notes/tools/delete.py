@@ -11,8 +11,9 @@ candidates parsed there, once; any failure: -32602 with one fixed message, the r
 decide from `inputResponses` (flow.py), and only for an accepted, confirmed choice among the sealed
 candidates: re-check the id lexically, compare the live identity with the sealed one, claim the
 nonce in the shared replay store (one winner across every instance, under the store's epoch that
-the state was sealed with: confirm/spent.py), then delete through the
-deleter, which checks the identity once more at the parent fd. The round is chosen from the parsed
+the state was sealed with: confirm/spent.py), then delete through the one door for changes
+(fs/changes.py `unlink_note`: the confined delete worker under `serve`), whose filesystem
+layer checks the identity once more at the parent fd. The round is chosen from the parsed
 params, and each step is one of the flow's transitions (fs_notes/rounds/phases.py).
 
 A claim that succeeded followed by a failed deletion leaves the nonce spent (a confirmation is
@@ -26,7 +27,7 @@ import logging
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from ..confirm.audit import AuditLog
 from ..confirm.flow import (
@@ -48,6 +49,7 @@ from ..confirm.spent import (
     StoreUnavailable,
 )
 from ..fs import FsError, Identity
+from ..fs.changes import NoteChanges
 from ..lexical import LexicalError
 from ..policy import Principal
 from ..protocol.dispatch import Call
@@ -77,29 +79,6 @@ class _Spend:
     nonce: str
     expires: float
     epoch: str | None
-
-
-class NoteDeleter(Protocol):
-    """Removes one note if it still has the expected identity (raises FsError otherwise)."""
-
-    def delete(self, workspace: str, relpath: str, expected: Identity) -> None: ...
-
-    def unavailable(self, workspace: str) -> str | None:
-        """Why deletion in this workspace is refused (fail closed), or None when it may run."""
-        ...
-
-
-class DirectDeleter:
-    """unlinkat on the parent fd, in the server process (layers 1 and 2 only)."""
-
-    def __init__(self, env: NotesEnv) -> None:
-        self._env = env
-
-    def delete(self, workspace: str, relpath: str, expected: Identity) -> None:
-        self._env.roots[workspace].unlink_note(relpath, expected)
-
-    def unavailable(self, workspace: str) -> str | None:
-        return None
 
 
 def _code(exc: Exception) -> str:
@@ -165,9 +144,9 @@ class DeleteTool:
         sealer: StateSealer,
         replay: SpentNonces,
         audit: AuditLog,
-        deleter: NoteDeleter,
+        changes: NoteChanges,
     ) -> None:
-        self.env, self.replay, self.audit, self.deleter = env, replay, audit, deleter
+        self.env, self.replay, self.audit, self.changes = env, replay, audit, changes
         # The request state binds what the store's durability rests on: the boot id for SQLite
         # (its claims may not survive a power loss: a reboot must not revive a confirmation),
         # the store's epoch for a shared store (checked when the nonce is claimed).
@@ -268,7 +247,7 @@ class DeleteTool:
         progress = Progress(DELETE)
         progress.fire(Event.BEGIN)
         require_form_elicitation(call.meta.capabilities)
-        refusal = self.deleter.unavailable(ws.workspace.name)
+        refusal = self.changes.refusal(ws.workspace.name, "unlink_note")
         if refusal is not None:
             raise ToolFailure(f"deletion is refused in this workspace: {refusal}")
         candidates = self._candidates(ws, args)
@@ -435,7 +414,7 @@ class DeleteTool:
         # The device number is not compared: a note is always on its workspace's filesystem
         # (stat_note refuses any other), and the number is each host's own name for it, so a
         # state sealed by another instance over shared storage (each NFS mount has its own
-        # st_dev) carries another. Inode, size and both times must match; the deleter checks
+        # st_dev) carries another. Inode, size and both times must match; unlink_note checks
         # them again, with this host's device number, at the parent fd.
         expected = expected._replace(dev=live.dev)
         if live != expected:
@@ -447,7 +426,7 @@ class DeleteTool:
         self._audit(call, name, note_id, "confirmed")  # no deletion without its record first
         self._claim(call, name, note_id, spend)
         try:
-            self.deleter.delete(name, note_id, expected)
+            self.changes.unlink_note(name, note_id, expected)
         except FsError as exc:
             self._audit_quietly(call, name, note_id, "delete-failed", _code(exc))
             raise ToolFailure(

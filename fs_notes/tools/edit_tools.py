@@ -1,15 +1,15 @@
 """notes_append and notes_edit: changing part of a note, atomically, without losing an update.
 
 Both read the note whole through the root handle (layer 2, within the workspace's read limit),
-compute its new content here and write it through the same `NoteWriter` as notes_update (the
-confined write worker under `serve`), by `versions.write_if`: the write happens only if the note
-is still the file that was read (and, with expectedVersion, only if that read has the version the
-caller saw), checked by the filesystem layer inside the writer; see tools/versions.py for what
-that compare does and does not cover. The new content replaces the note as an update does: a
-temp file beside it, fsync, rename, so a note is always either its old or its new content, for
-a reader and after a crash. An O_APPEND write was not chosen: a reader (or a crash) could see
-half an append, it writes in place into whatever inode is at the name (no identity to compare),
-and the write worker would need rights it does not have.
+compute its new content here and write it through the same door as notes_update (fs/changes.py
+`update_note`: the confined write worker under `serve`), by `versions.write_if`: the write happens
+only if the note is still the file that was read (and, with expectedVersion, only if that read has
+the version the caller saw), checked by the filesystem layer behind the door; see tools/versions.py
+for what that compare does and does not cover. The new content replaces the note as an update does:
+a temp file beside it, fsync, rename, so a note is always either its old or its new content, for a
+reader and after a crash. An O_APPEND write was not chosen: a reader (or a crash) could see half an
+append, it writes in place into whatever inode is at the name (no identity to compare), and the
+write worker would need rights it does not have.
 
 notes_edit: every oldText must occur exactly once in the note as read (tools/textedit.py), else
 nothing changes and the error names the edit; ``dryRun`` computes the diff and writes nothing.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..fs.changes import NoteChanges
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
 from ..render import shown_id
@@ -30,7 +31,6 @@ from .textedit import Edit, EditRefused, apply_edits, unified_diff
 from .versions import (
     VERSION_ARG,
     Current,
-    Writer,
     expected_version,
     mismatch,
     read_current,
@@ -51,7 +51,7 @@ def _edits(raw: list[dict[str, Any]]) -> list[Edit]:
     return [Edit(str(e["oldText"]), str(e["newText"])) for e in raw]
 
 
-def build(env: NotesEnv, writer: Writer) -> list[ToolSpec]:
+def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
     @guarded
     def notes_append(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         env.open(call, args.get("workspaceUri"), "read")  # it reads the note: read, and write
@@ -59,9 +59,9 @@ def build(env: NotesEnv, writer: Writer) -> list[ToolSpec]:
         note_id = env.note_id(args["id"])
         tail = args["content"].encode("utf-8")
         expected = expected_version(args)
-        require_writable(writer, ws)
+        require_writable(changes, ws)
         written = write_if(
-            ws, writer, note_id, expected, lambda cur: cur.data + tail,
+            ws, changes, note_id, expected, lambda cur: cur.data + tail,
             forget=lambda: env.cache.forget(ws.workspace.name, note_id),
         )  # fmt: skip
         size = len(written.data)
@@ -113,9 +113,9 @@ def build(env: NotesEnv, writer: Writer) -> list[ToolSpec]:
             edited(current)
             size, version = len(current.data), current.version
         else:
-            require_writable(writer, ws)
+            require_writable(changes, ws)
             written = write_if(
-                ws, writer, note_id, expected, edited,
+                ws, changes, note_id, expected, edited,
                 forget=lambda: env.cache.forget(ws.workspace.name, note_id),
             )  # fmt: skip
             size, version = len(written.data), written.version

@@ -1,22 +1,24 @@
-"""notes_move (added 2026-12-01): rename a note within its workspace, through a `NoteMover`,
-and report (or, with ``updateLinks``, rewrite) the wikilinks that point to it.
+"""notes_move (added 2026-12-01): rename a note within its workspace, through the one door for
+changes (fs/changes.py `move_note`), and report (or, with ``updateLinks``, rewrite) the
+wikilinks that point to it.
 
 The order of a move, each step refusing before anything is changed:
 1. layer 1: the principal may "write" in exactly that workspace; `id` and `newId` pass the id
    rules (the lexical layer: a hidden or unservable target, '..', an absolute id are refused
    here, as for notes_create);
-2. the mover says whether moves can run here (fail closed: no OS layer, or a Landlock without
-   REFER, refuses with its reason);
+2. the door says whether moves can run here (`refusal(workspace, "move_note")`; fail closed:
+   no OS layer, or a Landlock without REFER, refuses with its reason);
 3. the source's identity: with `expectedVersion`, the note is read and its version compared
    (tools/versions.py); else it is stat'ed through layer 2. That identity travels with the move,
-   and the filesystem layer inside the mover (the confined write worker under `serve`) checks
+   and the filesystem layer behind the door (the confined write worker under `serve`) checks
    it on the source's parent fd right before renameat2(RENAME_NOREPLACE) (fs/rename.py): a
    source replaced, hard-linked or swapped for a symlink meanwhile is refused, and nothing is
    ever overwritten at the target;
 4. the links: when the principal may also read, the notes whose links resolve to the source
    (links.py, against the index, each re-checked through layer 2) are found before the move;
    with ``updateLinks`` each one's new text is made from the bytes read then, and written after
-   the move through the writer with that read's identity as ``expected`` (the same confined,
+   the move through the same door's `update_note` with that read's identity as ``expected``
+   (the same confined,
    identity-checked path as notes_update): a linking note changed meanwhile is left as it is
    and reported so.
 
@@ -29,9 +31,10 @@ the read limit are indexed by title only).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ..fs import FsError, Identity, IdentityChanged, NoteExists
+from ..fs.changes import NoteChanges
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
 from ..render import isolated, shown_id
@@ -42,51 +45,6 @@ from .links import MAX_CANDIDATES, MAX_LISTED, Resolver
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .relink import relink
 from .versions import VERSION_ARG, expected_version, mismatch, read_current
-
-
-class NoteMover(Protocol):
-    def move(
-        self, workspace: str, relpath: str, new_relpath: str, expected: Identity | None
-    ) -> Identity: ...
-
-    def unavailable(self, workspace: str) -> str | None:
-        """Why moving in this workspace is refused (fail closed), or None when it may run."""
-        ...
-
-
-class LinkWriter(Protocol):
-    """What the link rewrites use of a `write_tools.NoteWriter`."""
-
-    def update(
-        self, workspace: str, relpath: str, data: bytes, *, expected: Identity | None = None
-    ) -> Identity: ...
-
-
-class DirectMover:
-    """Moves through the root handles of the server process itself (layer 2 only)."""
-
-    def __init__(self, env: NotesEnv) -> None:
-        self._env = env
-
-    def move(
-        self, workspace: str, relpath: str, new_relpath: str, expected: Identity | None
-    ) -> Identity:
-        return self._env.roots[workspace].move_note(relpath, new_relpath, expected=expected)
-
-    def unavailable(self, workspace: str) -> str | None:
-        return None
-
-
-class NoMover:
-    """The mover of a server built without one: every move is refused (never unconfined)."""
-
-    def move(
-        self, workspace: str, relpath: str, new_relpath: str, expected: Identity | None
-    ) -> Identity:
-        raise FsError("moving is not available")
-
-    def unavailable(self, workspace: str) -> str | None:
-        return "this server was built without a confined mover"
 
 
 @dataclass
@@ -134,12 +92,12 @@ def _backlinks(
     return found
 
 
-def _rewrite(env: NotesEnv, ws: Opened, writer: LinkWriter, links: list[Backlink]) -> None:
+def _rewrite(env: NotesEnv, ws: Opened, changes: NoteChanges, links: list[Backlink]) -> None:
     for link in links:
         if link.data is None or link.ident is None:
             continue
         try:
-            writer.update(ws.workspace.name, link.id, link.data, expected=link.ident)
+            changes.update_note(ws.workspace.name, link.id, link.data, expected=link.ident)
             link.updated = True
         except IdentityChanged:
             link.reason = "it changed since it was read; its links were left as they are"
@@ -161,7 +119,7 @@ def _source_identity(ws: Opened, note_id: str, version: str | None) -> Identity:
         raise ToolFailure(fs_message(exc, note_id)) from None
 
 
-def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]:
+def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
     @guarded
     def notes_move(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         if "expectedVersion" in args:  # comparing versions reads the note: read, and write
@@ -172,7 +130,7 @@ def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]
         update_links = args.get("updateLinks") is True
         version = expected_version(args)
         name = ws.workspace.name
-        refusal = mover.unavailable(name)
+        refusal = changes.refusal(name, "move_note")
         if refusal is not None:
             raise ToolFailure(f"moving is refused in this workspace: {refusal}")
         if new_id == note_id:
@@ -181,7 +139,7 @@ def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]
         reader = env.may_read(call, args.get("workspaceUri"))
         links = _backlinks(env, reader, note_id, new_id, update_links) if reader else None
         try:
-            ident = mover.move(name, note_id, new_id, expected)
+            ident = changes.move_note(name, note_id, new_id, expected=expected)
         except FsError as exc:
             failed = new_id if isinstance(exc, NoteExists) else note_id
             raise ToolFailure(fs_message(exc, failed)) from None
@@ -190,7 +148,7 @@ def build(env: NotesEnv, mover: NoteMover, writer: LinkWriter) -> list[ToolSpec]
             env.cache.forget(name, new_id)
         env.unindex(ws, note_id, gone=False)  # the old id out of the index now (issue 27)
         if links is not None and update_links:
-            _rewrite(env, ws, writer, links)
+            _rewrite(env, ws, changes, links)
         return _result(note_id, new_id, ident, links, update_links)
 
     return [

@@ -6,8 +6,9 @@ Guarantees: `write_if` writes only when the note's bytes, read here through the 
 (layer 2: contained, a regular file with one link, read whole under one identity that did not
 change during the read), have the version the caller expects (`fs_notes.fs.version`), or any
 version when it expects none (an append or edit still compares with what it read). The write
-then goes through the writer (the confined write worker under `serve`, which has no right to
-read files) with that identity as ``expected``: the filesystem layer inside the writer compares
+then goes through the one door for changes (fs/changes.py: the confined write worker under
+`serve`, which has no right to read files), `update_note` with that identity as ``expected``:
+the filesystem layer behind it compares
 it with the note's lstat before the temp file is written and again right before the rename
 (`WorkspaceRoot.update_note`). So a note changed, replaced, swapped for a symlink or hard-linked
 between this read and the rename is refused there (IdentityChanged) and nothing is written; the
@@ -26,9 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ..fs import FsError, Identity, IdentityChanged, TooLarge
+from ..fs.changes import NoteChanges, Op
 from ..fs.version import is_version, note_version
 from ..render import shown_id
 from .context import Opened, ToolFailure, fs_message
@@ -42,15 +44,6 @@ VERSION_ARG: dict[str, Any] = {
     "description": "The note's version as notes_read (or the last write) returned it: the write "
     "is refused, and nothing written, if the note changed since",
 }
-
-
-class Writer(Protocol):
-    """What this module uses of a `write_tools.NoteWriter` (which imports this module)."""
-
-    def update(
-        self, workspace: str, relpath: str, data: bytes, *, expected: Identity | None = None
-    ) -> Identity: ...
-    def unavailable(self, workspace: str) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -119,16 +112,16 @@ def mismatch(note_id: str, expected: str) -> ToolFailure:
     )
 
 
-def require_writable(writer: Writer, ws: Opened) -> None:
-    """Refuse before anything else when the writer says writing is unavailable here."""
-    refusal = writer.unavailable(ws.workspace.name)
+def require_writable(changes: NoteChanges, ws: Opened, op: Op = "update_note") -> None:
+    """Refuse before anything else when the door says `op` cannot run here now."""
+    refusal = changes.refusal(ws.workspace.name, op)
     if refusal is not None:
         raise ToolFailure(f"writing is refused in this workspace: {refusal}")
 
 
 def write_if(
     ws: Opened,
-    writer: Writer,
+    changes: NoteChanges,
     note_id: str,
     expected: str | None,
     make: Callable[[Current], bytes | None],
@@ -152,9 +145,9 @@ def write_if(
                 f"workspace's read limit of {limit} bytes; nothing was written"
             )
         try:
-            ident = writer.update(ws.workspace.name, note_id, data, expected=current.ident)
+            ident = changes.update_note(ws.workspace.name, note_id, data, expected=current.ident)
         except IdentityChanged:
-            continue  # changed between our read and the writer's check: read it again
+            continue  # changed between our read and the door's check: read it again
         except FsError as exc:
             raise ToolFailure(fs_message(exc, note_id)) from None
         finally:

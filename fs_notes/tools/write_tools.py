@@ -1,21 +1,23 @@
-"""notes_create and notes_update: the two tools that write, through a `NoteWriter`.
+"""notes_create and notes_update: the two tools that write, through the one door for changes.
 
-The writer is the filesystem layer in this process (`DirectWriter`: layers 1 and 2 only, for
-tests and embedding), or what `serve` uses: `sandbox.confined.ConfinedWriters`, a confined worker
-process per workspace whose OS rights are limited to creating and rewriting files beneath it.
-A writer that says writing is unavailable in a workspace (no enforceable OS layer: fail closed)
-is asked before anything else happens, and its reason is shown; the note id is checked lexically
-here and resolved again by the filesystem layer inside the writer. An update with expectedVersion
+The door (fs/changes.py `NoteChanges`) is what `serve` uses, `sandbox.confined.ConfinedChanges`:
+a confined worker process per workspace whose OS rights are limited to creating and rewriting
+files beneath it; or the filesystem layer in this process (`InProcessChanges`: layers 1 and 2
+only, for tests and the exercises' knock-out). A door that refuses `create_note` or
+`update_note` in a workspace (no enforceable OS layer: fail closed) is asked before anything
+else happens, and its reason is shown; the note id is checked lexically here and resolved again
+by the filesystem layer behind the door. An update with expectedVersion
 (added 2026-12-01) is a compare-and-write (tools/versions.py): the bytes read here must have that
-version, and the writer replaces the note only if it is still the file read. Every result carries
+version, and the door replaces the note only if it is still the file read. Every result carries
 the note's new version.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
-from ..fs import FsError, Identity
+from ..fs import FsError
+from ..fs.changes import NoteChanges
 from ..fs.version import note_version
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
@@ -25,39 +27,7 @@ from .registry import CONTENT, NOTE_ID, WORKSPACE_URI, ToolSpec
 from .versions import VERSION_ARG, expected_version, require_writable, write_if
 
 
-class NoteWriter(Protocol):
-    def create(self, workspace: str, relpath: str, data: bytes) -> Identity: ...
-    def update(
-        self, workspace: str, relpath: str, data: bytes, *, expected: Identity | None = None
-    ) -> Identity:
-        """Replace the note's content; with ``expected``, only if it still is that file
-        (IdentityChanged otherwise), checked where the write happens (tools/versions.py)."""
-        ...
-
-    def unavailable(self, workspace: str) -> str | None:
-        """Why writing in this workspace is refused (fail closed), or None when it may run."""
-        ...
-
-
-class DirectWriter:
-    """Writes through the root handles of the server process itself (layer 2 only)."""
-
-    def __init__(self, env: NotesEnv) -> None:
-        self._env = env
-
-    def create(self, workspace: str, relpath: str, data: bytes) -> Identity:
-        return self._env.roots[workspace].create_note(relpath, data)
-
-    def update(
-        self, workspace: str, relpath: str, data: bytes, *, expected: Identity | None = None
-    ) -> Identity:
-        return self._env.roots[workspace].update_note(relpath, data, expected=expected)
-
-    def unavailable(self, workspace: str) -> str | None:
-        return None
-
-
-def build(env: NotesEnv, writer: NoteWriter) -> list[ToolSpec]:
+def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
     def write(call: Call, args: dict[str, Any], verb: str) -> dict[str, Any]:
         if "expectedVersion" in args:  # comparing versions reads the note: read, and write
             env.open(call, args.get("workspaceUri"), "read")
@@ -65,19 +35,19 @@ def build(env: NotesEnv, writer: NoteWriter) -> list[ToolSpec]:
         note_id = env.note_id(args["id"])
         data = args["content"].encode("utf-8")
         expected = expected_version(args)
-        require_writable(writer, ws)
+        require_writable(changes, ws, "create_note" if verb == "created" else "update_note")
         if expected is not None:  # compare-and-write (tools/versions.py)
             written = write_if(
-                ws, writer, note_id, expected, lambda _: data,
+                ws, changes, note_id, expected, lambda _: data,
                 forget=lambda: env.cache.forget(ws.workspace.name, note_id),
             )  # fmt: skip
             ident = written.ident if written.ident is not None else written.before.ident
         else:
             try:
                 if verb == "created":
-                    ident = writer.create(ws.workspace.name, note_id, data)
+                    ident = changes.create_note(ws.workspace.name, note_id, data)
                 else:
-                    ident = writer.update(ws.workspace.name, note_id, data)
+                    ident = changes.update_note(ws.workspace.name, note_id, data)
             except FsError as exc:
                 raise ToolFailure(fs_message(exc, note_id)) from None
             env.cache.forget(ws.workspace.name, note_id)
