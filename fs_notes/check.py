@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from fs_notes.confirm.boot import boot_id
+from fs_notes.rounds.boot import boot_id
 from fs_notes.sandbox import seccomp
 from fs_notes.sandbox.allowed import allowed
 from fs_notes.sandbox.errors import NoEnforceableLayer
@@ -140,7 +140,7 @@ def report(*, allow_unconfined: bool = False) -> dict[str, Any]:
     known = boot_id() is not None
     out["replay"] = {
         "boot_id_readable": known,
-        # without it the reboot check cannot run: each claim is fsync'ed (confirm/boot.py)
+        # without it the reboot check cannot run: each claim is fsync'ed (rounds/boot.py)
         "durable_claims": not known,
     }
     why = seccomp.available()

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 PROGRAM = """
 import json, sys, logging, io
 sys.path.insert(0, {repo!r})
-from fs_notes.confirm.boot import boot_id
+from fs_notes.rounds.boot import boot_id
 from fs_notes.confirm.replay import ReplayStore
 from fs_notes.check import report
 store = ReplayStore({db!r})
@@ -76,3 +76,23 @@ def test_the_server_says_so_at_start_up(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "the kernel's boot id cannot be read" in proc.stderr
     assert "synchronous=FULL" in proc.stderr
+
+
+def test_nothing_is_read_at_import_and_the_id_once_on_first_use() -> None:
+    """Issue 28 item 3: rounds/request.py read /proc when it was imported. Now the boot id is
+    read on first use, once (an audit hook counts the opens of its file)."""
+    code = (
+        "import sys\n"
+        "opened = []\n"
+        "sys.addaudithook(lambda e, a: opened.append(a[0]) if e == 'open' and "
+        "str(a[0]).endswith('random/boot_id') else None)\n"
+        "import fs_notes.rounds.request as request\n"
+        "import fs_notes.tools.delete\n"
+        "at_import = len(opened)\n"
+        "first, second = request.this_boot(), request.this_boot()\n"
+        "print(at_import, len(opened), first == second, len(first))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "1", "True", "36"]

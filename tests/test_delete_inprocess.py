@@ -104,7 +104,7 @@ def test_a_state_sealed_before_a_reboot_is_refused(tmp_path: Path, monkeypatch: 
     try:
         args = {"workspaceUri": uri, "title": "TPS report"}
         state = srv.call(me, "notes_delete", args)["result"]["requestState"]
-        monkeypatch.setattr(request, "BOOT_ID", "another-boot")
+        monkeypatch.setattr(request, "this_boot", lambda: "another-boot")
         answer = srv.call(
             me, "notes_delete", args, inputResponses=_accept("tps.md"), requestState=state
         )

@@ -25,6 +25,7 @@ from fs_notes.policy import Policy
 from fs_notes.protocol.errors import INVALID_PARAMS
 from fs_notes.protocol.models import CallToolParams
 from fs_notes.rounds import request
+from fs_notes.rounds.boot import this_boot
 from fs_notes.rounds.phases import (
     DELETE,
     FLOWS,
@@ -187,8 +188,8 @@ def _claims(token: str) -> dict[str, Any]:
 def test_the_boot_id_is_sealed_into_every_delete_state() -> None:
     state = _delete_state()
     claims = _claims(_sealed(state))
-    assert claims["boot"] == request.BOOT_ID
-    assert state.expectation(BIND, None).boot == request.BOOT_ID
+    assert claims["boot"] == this_boot()
+    assert state.expectation(BIND, None).boot == this_boot()
     opened = state.open(BIND, Echo(_sealed(state), ANSWER))  # positive control
     assert opened.data == CANDIDATES and opened.phase is Phase.CONFIRM
 
@@ -198,7 +199,7 @@ def test_a_state_from_another_boot_is_refused_by_the_request_state(
 ) -> None:
     state = _delete_state()
     token = _sealed(state)
-    monkeypatch.setattr(request, "BOOT_ID", "another-boot")
+    monkeypatch.setattr(request, "this_boot", lambda: "another-boot")
     assert _refused(state, token) == ("boot mismatch", FIXED)
 
 

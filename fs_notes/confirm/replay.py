@@ -16,7 +16,7 @@ Durability: WAL journal with ``synchronous=NORMAL``: a claim is atomic and survi
 any process, but a power loss (or kernel crash) can roll back the last committed claims. That
 cannot revive a confirmation: every sealed state also carries the kernel's boot id and is refused
 after a reboot (tools/delete.py), and losing committed data needs a reboot. This keeps an fsync
-(milliseconds on a VM disk) off every confirmation. Without a readable boot id (confirm/boot.py)
+(milliseconds on a VM disk) off every confirmation. Without a readable boot id (rounds/boot.py)
 that argument fails, so the store fails closed: ``synchronous=FULL``, an fsync per claim.
 
 Claim succeeded, deletion failed: the nonce stays spent. A confirmation is single-use whatever
@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 
-from .boot import boot_id
+from ..rounds.boot import boot_id
 from .spent import RETENTION_MARGIN, EpochChanged, PrincipalQuotaFull, ReplayStoreFull, check_claim
 
 __all__ = [
@@ -205,7 +205,7 @@ class ReplayStore:
         self._prune_batch = prune_batch
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        #: Without the kernel's boot id the reboot check cannot run (confirm/boot.py): every
+        #: Without the kernel's boot id the reboot check cannot run (rounds/boot.py): every
         #: claim is then fsync'ed before it counts.
         self.durable_claims = boot_id() is None
         self._conn = self._connect()

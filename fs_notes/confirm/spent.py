@@ -19,7 +19,7 @@ Guarantees every store gives:
 - The epoch: a state is sealed with `epoch()` and the claim passes it back. A store whose claims
   can be lost at a restart says so by changing its epoch, and refuses (`EpochChanged`) a claim
   made under an older one. SQLite has no epoch of its own (None): its durability rests on the
-  kernel's boot id, which the request state binds when `binds_boot` is true (confirm/boot.py).
+  kernel's boot id, which the request state binds when `binds_boot` is true (rounds/boot.py).
 
 Not guaranteed here: that the token is authentic and unexpired (rounds/seal.py checks that before
 any claim), or anything about the note the confirmation names.

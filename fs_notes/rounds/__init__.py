@@ -5,5 +5,7 @@
 and checks every claim of a sealed requestState (bindings, phase, round, boot id, the tool's data
 parsed once). What a round asks and how its answer is judged stays with the tool (notes_delete's
 form and decision table: `fs_notes.confirm.flow`); `seal` holds the token format, the sealer and
-the key ring. Each module states what it guarantees and what it does not.
+the key ring; `boot` the kernel's id of this boot, which a state binds (read on first use, not at
+import). Nothing here imports `fs_notes.confirm` (which uses this package). Each module states
+what it guarantees and what it does not.
 """

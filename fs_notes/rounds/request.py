@@ -37,17 +37,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from ..confirm.boot import boot_id
 from ..protocol.models import CallToolParams
-from ..rounds.seal import Expectation, StateRejected, StateSealer, args_digest
+from .boot import this_boot
 from .phases import Flow, Phase, Progress
+from .seal import Expectation, StateRejected, StateSealer, args_digest
 
-__all__ = ["BOOT_ID", "METHOD", "Binding", "Echo", "RequestState", "Round"]
+__all__ = ["METHOD", "Binding", "Echo", "RequestState", "Round"]
 
 METHOD: Final = "tools/call"
-#: States sealed before a reboot are refused (confirm/boot.py). Without a readable boot id every
-#: state says "unknown", and the replay store makes each claim durable instead.
-BOOT_ID: str = boot_id() or "unknown"
 
 #: Claims this module seals itself; a tool's data may not set them (nor the sealer's own).
 _OWN_CLAIMS = frozenset({"principal", "method", "tool", "args", "workspace", "phase", "boot",
@@ -143,7 +140,7 @@ class RequestState(Generic[T]):
         if self.flow.max_rounds is not None:
             claims["round"] = progress.rounds
         if self._bind_boot:
-            claims["boot"] = BOOT_ID
+            claims["boot"] = this_boot()  # states sealed before a reboot are refused (boot.py)
         epoch = self._epoch() if self._epoch is not None else None
         if epoch is not None:
             claims["epoch"] = epoch
@@ -164,7 +161,7 @@ class RequestState(Generic[T]):
             tool=self.flow.name,
             phase=frozenset(p.value for p in phases),
             workspace=bind.workspace,
-            boot=BOOT_ID if self._bind_boot else None,
+            boot=this_boot() if self._bind_boot else None,
         )
 
     def open(self, bind: Binding, echo: Echo) -> Round[T]:
