@@ -3,9 +3,11 @@
 `fs-notes serve` (serve.py), the escape exercises' knock-out target (exercises/target.py), the
 in-process tests and the benchmarks all build the server here, from a policy and `StatePaths`:
 `open_roots` (layer 2's root handles), `open_confirm_parts` (sealer, replay store, audit log) and
-`build_server` (the tools and the dispatcher). What a caller chooses is named at the call: the
-one door every change to a note goes through (fs/changes.py `NoteChanges`: the confined
-workers, `sandbox.confined.ConfinedChanges`, or the filesystem layer in this process,
+`build_server` (the tools and the dispatcher, around the door for changes); for `serve`, also
+`confine_self` (layer 3's self-confinement) and `build_served` (the OS layer's workers and the
+lazily built dispatcher); serve.py only orders these steps in time. What a caller chooses is named
+at the call: the one door every change to a note goes through (fs/changes.py `NoteChanges`: the
+confined workers, `sandbox.confined.ConfinedChanges`, or the filesystem layer in this process,
 `InProcessChanges`; a required argument, never a default) and the id rules (the lexical layer
 unless the knock-out target says otherwise).
 """
@@ -39,11 +41,17 @@ from .render import shown
 from .rounds.seal import KEPT_NAME, KeyFileError, KeyRing, StateSealer
 
 if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first answer
+    from .config import ServeConfig
     from .fs.changes import NoteChanges
-    from .protocol.dispatch import Dispatcher
+    from .protocol.dispatch import Dispatcher, LazyDispatcher
+    from .sandbox.confined import ConfinedChanges, OsLayer
+    from .sandbox.probe import HostReport
+    from .sandbox.selfconfine import SelfConfinement
     from .tools.context import IdRules, NotesEnv, WorkspaceRoots
 
 log = logging.getLogger("fs_notes.compose")
+#: What `confine_self` says is said by serve, as operators have read it (the start-up lines).
+serve_log = logging.getLogger("fs_notes.serve")
 
 
 # At INFO: in a user namespace every way passes root's "/" (shown as the overflow uid), so a
@@ -369,3 +377,111 @@ def build_server(
 
     dispatcher.default_workspace = default_workspace
     return dispatcher, env
+
+
+def confine_self(
+    config: ServeConfig,
+    confirm: ConfirmParts,
+    port: int | None,
+    roots: dict[str, WorkspaceRoot],
+) -> SelfConfinement | None:
+    """Confine this process (sandbox/selfconfine.py), before any thread starts; what was done
+    (None: --no-self-confine). ConfigError when Landlock is there and cannot be applied."""
+    if not config.self_confine:
+        serve_log.warning("the server does not confine itself (--no-self-confine)")
+        return None
+    from .sandbox.selfconfine import SelfConfinementFailed, confine_server
+
+    try:
+        store = config.state.replay_store
+        # The folder it keeps state in (SQLite's, or the state folder beside a shared store).
+        db = confirm.replay_db
+        if db is None and confirm.index_dir is not None:
+            db = os.path.join(confirm.index_dir, "replay.sqlite3")
+        done = confine_server(
+            config.policy,
+            replay_db=db,
+            connect_ports=(store.port,) if store is not None else (),
+            connect_names=store is not None and store.host_is_name,
+            http_port=port,
+            port_file=config.http.port_file if config.http is not None else None,
+            roots=roots,
+        )
+    except SelfConfinementFailed as exc:
+        raise ConfigError(
+            f"the server cannot confine itself with Landlock: {exc} "
+            "(--no-self-confine runs without it)"
+        ) from None
+    if not done.enforced:  # what it did is in the start-up summary (startup.py)
+        serve_log.warning("the server does not confine itself: %s", done.reason)
+    return done
+
+
+def open_os_layer(
+    policy: Policy,
+    roots: dict[str, WorkspaceRoot],
+    *,
+    allow_unconfined: bool,
+    self_confined: bool,
+    host: HostReport | None,
+) -> tuple[OsLayer, ConfinedChanges]:
+    """Layer 3 for `serve` and the knock-out target: the OS layer (its workers start on first
+    need, their mode chosen from what self-confinement proved, else from `host`, the probe made
+    before the private view) and the door for changes through it. The caller closes the layer."""
+    from .sandbox.confined import ConfinedChanges, OsLayer
+
+    layer = OsLayer(
+        policy, roots, allow_unconfined=allow_unconfined, self_confined=self_confined, host=host
+    )
+    return layer, ConfinedChanges(layer)
+
+
+@dataclass
+class Served:
+    """What `serve` runs: the dispatcher, the OS layer behind its door, and the tool state it
+    built (its search indexes), closed in that order by `close`."""
+
+    dispatcher: LazyDispatcher
+    os_layer: OsLayer
+    envs: list[NotesEnv]
+
+    def close(self) -> None:
+        self.os_layer.close()
+        for env in self.envs:  # (each scrubs its search indexes: search/index.py)
+            env.close()
+
+
+def build_served(
+    policy: Policy,
+    roots: dict[str, WorkspaceRoot],
+    confirm: ConfirmParts,
+    *,
+    allow_unconfined: bool,
+    confined: SelfConfinement | None,
+) -> Served:
+    """The server `serve` runs: the OS layer (sandbox/confined.py: the workers, their mode
+    chosen from what `confine_self` proved, or the host probe) and the tools behind its door
+    (`ConfinedChanges`), built by `build_server` on first need. `server/discover` is answered at
+    once; the tools (and pydantic) load just after, on a thread (`LazyDispatcher.warm_up`)."""
+    from .discovery import discover_method
+    from .protocol.dispatch import LazyDispatcher
+
+    os_layer, changes = open_os_layer(
+        policy,
+        roots,
+        allow_unconfined=allow_unconfined,
+        self_confined=confined is not None and confined.enforced,
+        host=confined.host if confined is not None else None,
+    )
+    envs: list[NotesEnv] = []
+
+    def build() -> Dispatcher:
+        full, env = build_server(policy, roots, confirm, changes)
+        envs.append(env)
+        return full
+
+    dispatcher = LazyDispatcher(
+        {"server/discover": discover_method(policy=policy, resources=True, live=True)}, build
+    )
+    dispatcher.warm_up(1.0)
+    return Served(dispatcher, os_layer, envs)

@@ -1,11 +1,12 @@
 """`fs-notes serve`: the server's lifecycle, from a typed configuration to a running transport.
 
-`config.py` parses the command line and the policy once; `compose.py` builds the parts; this
-module orders them: close inherited fds, leave the controlling terminal (a session of its own,
-behind a relay: sandbox/session.py), open the root handles and then the confirmation state (a
-refused workspace leaves nothing in the state folder), bind the listening socket, confine the
-process (before any thread starts), start the OS layer, log the operator's start-up summary
-(`startup.py`), run stdio or Streamable HTTP, and close everything.
+`config.py` parses the command line and the policy once; `compose.py` builds every part (the
+root handles, the confirmation state, the self-confinement, the OS layer, the tools and the
+dispatcher); this module orders them: close inherited fds, leave the controlling terminal (a
+session of its own, behind a relay: sandbox/session.py), open the root handles and then the
+confirmation state (a refused workspace leaves nothing in the state folder), bind the listening
+socket, confine the process (before any thread starts), build the served parts, log the
+operator's start-up summary (`startup.py`), run stdio or Streamable HTTP, and close everything.
 """
 
 from __future__ import annotations
@@ -17,19 +18,13 @@ import logging
 import os
 import secrets
 import socket
-from typing import TYPE_CHECKING
 
-from .compose import ConfirmParts, build_server, open_confirm_parts, open_roots
+from .compose import build_served, confine_self, open_confirm_parts, open_roots
 from .config import HttpBind, HttpOptions, ServeConfig
 from .errors import ConfigError
-from .fs import WorkspaceRoot
 from .limits import connection_budget
 from .policy import NotAuthenticated, Policy, PolicyError, Principal
-from .protocol.dispatch import Dispatcher, LazyDispatcher
-
-if TYPE_CHECKING:  # loaded by _confine_self only when the server confines itself
-    from .sandbox.selfconfine import SelfConfinement
-    from .tools.context import NotesEnv
+from .protocol.dispatch import Dispatcher
 
 log = logging.getLogger("fs_notes.serve")
 
@@ -98,31 +93,13 @@ def run(config: ServeConfig) -> int:
     http = config.http
     listener = _listen(http.bind, policy.limits.max_connections) if http is not None else None
     port = int(listener.getsockname()[1]) if listener is not None else None
-    confined = _confine_self(config, confirm, port, roots)  # before any thread starts
-    from .discovery import discover_method
-    from .sandbox.confined import ConfinedChanges, OsLayer
+    confined = confine_self(config, confirm, port, roots)  # before any thread starts
     from .startup import log_summary
 
-    os_layer = OsLayer(
-        policy,
-        roots,
-        allow_unconfined=config.allow_unconfined,
-        self_confined=confined is not None and confined.enforced,
-        host=confined.host if confined is not None else None,
+    served = build_served(
+        policy, roots, confirm, allow_unconfined=config.allow_unconfined, confined=confined
     )
-
-    envs: list[NotesEnv] = []  # the one built, closed at exit (its search indexes scrubbed)
-
-    def build() -> Dispatcher:
-        full, env = build_server(policy, roots, confirm, ConfinedChanges(os_layer))
-        envs.append(env)
-        return full
-
-    # server/discover is answered at once; the tools (and pydantic) load just after.
-    dispatcher = LazyDispatcher(
-        {"server/discover": discover_method(policy=policy, resources=True, live=True)}, build
-    )
-    dispatcher.warm_up(1.0)
+    dispatcher = served.dispatcher
     log_summary(config, roots, confirm, confined)
     try:
         if http is None:
@@ -135,51 +112,12 @@ def run(config: ServeConfig) -> int:
             assert listener is not None
             _serve_http(http, policy, dispatcher, listener)
     finally:
-        os_layer.close()
-        for env in envs:
-            env.close()
+        served.close()
         indexes.release()
         for root in roots.values():
             root.close()
         confirm.close()
     return 0
-
-
-def _confine_self(
-    config: ServeConfig,
-    confirm: ConfirmParts,
-    port: int | None,
-    roots: dict[str, WorkspaceRoot],
-) -> SelfConfinement | None:
-    """Confine this process (sandbox/selfconfine.py); what was done (None: --no-self-confine)."""
-    if not config.self_confine:
-        log.warning("the server does not confine itself (--no-self-confine)")
-        return None
-    from .sandbox.selfconfine import SelfConfinementFailed, confine_server
-
-    try:
-        store = config.state.replay_store
-        # The folder it keeps state in (SQLite's, or the state folder beside a shared store).
-        db = confirm.replay_db
-        if db is None and confirm.index_dir is not None:
-            db = os.path.join(confirm.index_dir, "replay.sqlite3")
-        done = confine_server(
-            config.policy,
-            replay_db=db,
-            connect_ports=(store.port,) if store is not None else (),
-            connect_names=store is not None and store.host_is_name,
-            http_port=port,
-            port_file=config.http.port_file if config.http is not None else None,
-            roots=roots,
-        )
-    except SelfConfinementFailed as exc:
-        raise ConfigError(
-            f"the server cannot confine itself with Landlock: {exc} "
-            "(--no-self-confine runs without it)"
-        ) from None
-    if not done.enforced:  # what it did is in the start-up summary (startup.py)
-        log.warning("the server does not confine itself: %s", done.reason)
-    return done
 
 
 def _serve_http(

@@ -39,7 +39,7 @@ from typing import Any, Literal
 from fs_notes.sandbox.kinds import Mode
 from fs_notes.sandbox.probe import HostReport
 
-from ..compose import build_server, open_confirm_parts, open_roots
+from ..compose import build_server, open_confirm_parts, open_os_layer, open_roots
 from ..config import StatePaths
 from ..errors import ConfigError
 from ..fs import WorkspaceRoot
@@ -213,13 +213,11 @@ def run(argv: Sequence[str]) -> int:
     # Knocked out, the OS layer is not there: the tools act in this process (no worker).
     changes: NoteChanges = InProcessChanges(roots)
     if knockout in ("none", "lexical"):
-        from ..sandbox.confined import ConfinedChanges, OsLayer
-
-        layer = OsLayer(
+        layer, confined = open_os_layer(
             policy, real, allow_unconfined=False, self_confined=self_confined, host=host_report
         )
         closers.append(layer.close)
-        changes = TracingChanges(ConfinedChanges(layer), trace)
+        changes = TracingChanges(confined, trace)
     elif knockout == "filesystem":
         from .rawdelete import RawChanges
 
