@@ -311,3 +311,20 @@ print(os.waitstatus_to_exitcode(status))
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env=child_env())  # fmt: skip
     assert ran.stdout.strip() == "0", (ran.stdout, ran.stderr)
+
+
+def test_a_note_moved_then_deleted_before_a_search_leaves_no_word_at_once(
+    tmp_path: Path,
+) -> None:
+    """Found on a real corpus through the official client: a note moved (its old place waits
+    for the timer) and then deleted before any search indexed it under its new id kept its
+    words in the files until the timer. A deletion now scrubs whatever is pending."""
+    notes = dict(_filler(100))
+    notes["old.md"] = Extract("Check note", BODY)
+    index = _build(tmp_path / "search-x.sqlite3", notes)
+    index._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    assert _found(tmp_path) == set(SECRET)  # the control
+    index.remove("old.md", gone=False)  # moved to new.md, which no search has indexed yet
+    index.remove("new.md")  # then deleted
+    assert _found(tmp_path) == set()
+    index.close()

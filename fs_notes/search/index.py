@@ -47,7 +47,8 @@ Guarantees:
   reader holds up is tried again on the same timer, and `close` says when it could not.
 
 Does not: stem words ("plans" does not find "plan"), segment Thai or other scripts without
-spaces but with combining marks, or resolve links (tools/links.py does, against the index's ids).
+spaces but with combining marks, or resolve links (tools/link_resolution.py does, against the
+index's ids).
 """
 
 from __future__ import annotations
@@ -514,6 +515,8 @@ class NoteIndex:
             except BaseException:
                 self._roll_back(conn)
                 raise
+            if gone and self._replaced:  # text replaced or moved away before may be this
+                self._gone = True  # note's (a note moved, then deleted): scrubbed with it now
             self._after_write(conn)
 
     def forget(self, note_id: str) -> None:
