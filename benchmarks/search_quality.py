@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 from wire import StdioServer, call_tool  # noqa: E402
 
-from fs_notes.tools.titles import split_front_matter, title_of  # noqa: E402
+from fs_notes.notes.titles import split_front_matter, title_of  # noqa: E402
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from wire import call_tool, stdio_server
 
-from fs_notes.tools.relink import relink
+from fs_notes.notes.relink import relink
 
 
 def _uri(p: Path) -> str:

@@ -243,7 +243,7 @@ def test_front_matter_properties_are_bounded_whatever_the_yaml() -> None:
     import json
     import time
 
-    from fs_notes.tools.properties import MAX_NODES, aliases_of, properties_of
+    from fs_notes.notes.properties import MAX_NODES, aliases_of, properties_of
 
     laughs = "---\na: &a [x, x, x, x, x, x, x, x, x]\n"
     for n, name in enumerate("bcdefgh"):
@@ -343,9 +343,9 @@ def test_a_crafted_line_is_parsed_in_one_pass(line: str) -> None:
     quadratic parse of these 200,000 characters takes minutes."""
     import time
 
-    from fs_notes.tools.links import links_of
-    from fs_notes.tools.tags import tags_of
-    from fs_notes.tools.titles import headings_of, title_of
+    from fs_notes.notes.links import links_of
+    from fs_notes.notes.tags import tags_of
+    from fs_notes.notes.titles import headings_of, title_of
 
     start = time.perf_counter()
     links_of(line), headings_of(line), title_of(line, "x.md"), tags_of(line)
@@ -353,8 +353,8 @@ def test_a_crafted_line_is_parsed_in_one_pass(line: str) -> None:
 
 
 def test_headings_and_links_keep_their_meaning() -> None:
-    from fs_notes.tools.links import links_of
-    from fs_notes.tools.titles import first_heading, headings_of
+    from fs_notes.notes.links import links_of
+    from fs_notes.notes.titles import first_heading, headings_of
 
     assert [first_heading(h) for h in ("# C#\n", "# Plan ###\n", "# ###\n", "#   a  #  \n")] == [
         "C#", "Plan", None, "a"]  # fmt: skip

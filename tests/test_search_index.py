@@ -303,7 +303,7 @@ def test_large_pages_of_results_stay_within_what_the_confined_server_may_write(
 def test_a_tag_starts_a_line_or_follows_white_space_and_link_targets_are_not_tags() -> None:
     """Found on a real folder (the Rust book): section links and link reference definitions
     were counted as tags."""
-    from fs_notes.tools.tags import tags_of
+    from fs_notes.notes.tags import tags_of
 
     text = (
         "# Maps\n\nSee [the section](#comparing-values) and [access] or\n"

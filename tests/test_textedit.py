@@ -1,4 +1,4 @@
-"""notes_edit's pure text operations (fs_notes/tools/textedit.py) and the array arguments it
+"""notes_edit's pure text operations (fs_notes/notes/textedit.py) and the array arguments it
 needs (fs_notes/protocol/argcheck.py, checked against the reference jsonschema)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fs_notes.notes.textedit import Edit, EditRefused, apply_edits, count_matches, unified_diff
 from fs_notes.protocol.argcheck import ArgumentError, check_schema, validate
-from fs_notes.tools.textedit import Edit, EditRefused, apply_edits, count_matches, unified_diff
 
 # (text, edits as (old, new), the result or (index, reason, matches) of the refusal)
 CASES: list[tuple[str, list[tuple[str, str]], str | tuple[int, str, int]]] = [
@@ -129,7 +129,7 @@ def test_array_errors_name_the_item_and_nested_arrays_are_refused() -> None:
 def _plain_diff(before: str, after: str, name: str) -> str:
     import difflib
 
-    from fs_notes.tools.textedit import NO_NEWLINE, _lines
+    from fs_notes.notes.textedit import NO_NEWLINE, _lines
 
     out: list[str] = []
     for line in difflib.unified_diff(_lines(before), _lines(after), f"a/{name}", f"b/{name}"):
@@ -142,7 +142,7 @@ def _plain_diff(before: str, after: str, name: str) -> str:
 def _apply(before: str, diff: str) -> str:
     """`patch` for one file: every hunk's context and removed lines must be `before`'s lines at
     the numbers its header states; the result is what the diff says `after` is."""
-    from fs_notes.tools.textedit import NO_NEWLINE, _lines
+    from fs_notes.notes.textedit import NO_NEWLINE, _lines
 
     old = _lines(before)
     body = diff.split("\n", 2)[2] if diff else ""

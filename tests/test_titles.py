@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fs_notes.tools.titles import (
+from fs_notes.notes.titles import (
     MAX_FRONT_MATTER_CHARS,
     MAX_TITLE_CHARS,
     TITLE_SCAN_CHARS,
@@ -103,7 +103,7 @@ def test_a_title_that_is_not_valid_utf8_is_dropped_by_either_loader(
 ) -> None:
     import yaml
 
-    from fs_notes.tools import titles
+    from fs_notes.notes import titles
 
     text = '---\ntitle: "\\ud800"\n---\n# Heading\n'
     for loader in {titles._Loader, yaml.SafeLoader}:

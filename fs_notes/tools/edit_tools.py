@@ -11,7 +11,7 @@ reader and after a crash. An O_APPEND write was not chosen: a reader (or a crash
 append, it writes in place into whatever inode is at the name (no identity to compare), and the
 write worker would need rights it does not have.
 
-notes_edit: every oldText must occur exactly once in the note as read (tools/textedit.py), else
+notes_edit: every oldText must occur exactly once in the note as read (notes/textedit.py), else
 nothing changes and the error names the edit; ``dryRun`` computes the diff and writes nothing.
 A note that is not valid UTF-8 is refused (rewriting it as text would change bytes nobody edited);
 an append adds bytes and accepts any note.
@@ -22,12 +22,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..fs.changes import NoteChanges
+from ..notes.textedit import Edit, EditRefused, apply_edits, unified_diff
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
 from ..render import shown_id
 from .context import NotesEnv, ToolFailure, guarded
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
-from .textedit import Edit, EditRefused, apply_edits, unified_diff
 from .versions import (
     VERSION_ARG,
     Current,

@@ -12,8 +12,8 @@ layer, the cheapest one that misses nothing:
 - with nothing reported, nothing is looked at: a warm query touches no file until its results
   are re-checked.
 Notes are read (`extract`) through the same root handle as notes_read: title, tags, aliases,
-headings and links come from the note's text (titles.py, tags.py, properties.py, links.py); a
-note over its workspace's read limit is indexed by its title only.
+headings and links come from the note's text (fs_notes/notes/: titles.py, tags.py, properties.py,
+links.py); a note over its workspace's read limit is indexed by its title only.
 
 Guarantees: what the index holds was listed by the filesystem layer as a servable note of this
 workspace (the index never widens what can be seen: callers still re-check each result with
@@ -36,14 +36,14 @@ from collections.abc import Iterator
 
 from ..fs import FsError, Identity, TooLarge
 from ..fs.watch import Changes
+from ..notes.links import links_of
+from ..notes.properties import aliases_of, properties_of
+from ..notes.tags import tags_of
+from ..notes.titles import front_matter_block, headings_of, title_of
 from ..protocol import cancel, progress
 from ..search.index import Extract, LinkOut
 from .context import NotesEnv, Opened, ToolFailure, fs_message
-from .links import links_of
 from .loading import ident_key, key_text, load_note, stat_key
-from .properties import aliases_of, properties_of
-from .tags import tags_of
-from .titles import front_matter_block, headings_of, title_of
 
 log = logging.getLogger("fs_notes.search")
 

@@ -12,9 +12,9 @@ import os
 
 from ..fs import Identity, TooLarge
 from ..fs.version import note_version
+from ..notes.titles import TITLE_SCAN_CHARS, title_of
 from .context import NotesEnv, Opened
 from .notecache import CachedNote
-from .titles import TITLE_SCAN_CHARS, title_of
 
 Key = tuple[int, int, int, int, int]
 

@@ -15,12 +15,11 @@ The order of a move, each step refusing before anything is changed:
    source replaced, hard-linked or swapped for a symlink meanwhile is refused, and nothing is
    ever overwritten at the target;
 4. the links: when the principal may also read, the notes whose links resolve to the source
-   (links.py, against the index, each re-checked through layer 2) are found before the move;
-   with ``updateLinks`` each one's new text is made from the bytes read then, and written after
-   the move through the same door's `update_note` with that read's identity as ``expected``
-   (the same confined,
-   identity-checked path as notes_update): a linking note changed meanwhile is left as it is
-   and reported so.
+   (link_resolution.py, against the index, each re-checked through layer 2) are found before
+   the move; with ``updateLinks`` each one's new text is made from the bytes read then, and
+   written after the move through the same door's `update_note` with that read's identity as
+   ``expected`` (the same confined, identity-checked path as notes_update): a linking note
+   changed meanwhile is left as it is and reported so.
 
 Guarantees: the result names every linking note found (up to `MAX_LISTED`) and says for each
 whether it was rewritten. Does not: rewrite markdown links (reported only), undo the move if a
@@ -35,15 +34,15 @@ from typing import Any
 
 from ..fs import FsError, Identity, IdentityChanged, NoteExists
 from ..fs.changes import NoteChanges
+from ..notes.relink import relink
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
 from ..render import isolated, shown_id
 from ..search.index import stem_of
 from .context import NotesEnv, Opened, ToolFailure, fs_message, guarded
 from .indexed import current
-from .links import MAX_CANDIDATES, MAX_LISTED, Resolver
+from .link_resolution import MAX_CANDIDATES, MAX_LISTED, Resolver
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
-from .relink import relink
 from .versions import VERSION_ARG, expected_version, mismatch, read_current
 
 

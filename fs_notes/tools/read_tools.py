@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..fs import FsError
+from ..notes.properties import aliases_of, properties_of
+from ..notes.tags import tags_of
 from ..policy import READ_LIMIT_RANGE
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
@@ -27,9 +29,7 @@ from .context import NotesEnv, Opened, Skipped, ToolFailure, fs_message, guarded
 from .indexed import current
 from .loading import load_note, whole_utf8
 from .notecache import CachedNote
-from .properties import aliases_of, properties_of
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
-from .tags import tags_of
 from .versions import load_current
 from .workspaces_tool import build as workspaces_tool
 

@@ -1,23 +1,24 @@
 """notes_tags and notes_links: the tools over the tags and links the index keeps (issue 14).
 
-What a tag and a link are, and how a link resolves, is in tags.py and links.py; how the index is
-kept current and every result re-checked through the filesystem layer, in indexed.py. These
-tools only ask it and render the answer (every id and tag shown goes through `fs_notes.render`).
+What a tag and a link are is in fs_notes/notes/tags.py and links.py, how a link resolves in
+link_resolution.py; how the index is kept current and every result re-checked through the filesystem
+layer, in indexed.py. These tools only ask it and render the answer (every id and tag shown goes
+through `fs_notes.render`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..notes.tags import MAX_TAG_CHARS, valid_tag
 from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
 from ..render import isolated, shown, shown_id
 from ..search.index import stem_of
 from .context import NotesEnv, ToolFailure, guarded
 from .indexed import current
-from .links import MAX_CANDIDATES, MAX_LISTED, Resolver
+from .link_resolution import MAX_CANDIDATES, MAX_LISTED, Resolver
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
-from .tags import MAX_TAG_CHARS, valid_tag
 
 MAX_TAGS_LISTED = 500
 

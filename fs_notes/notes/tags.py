@@ -9,11 +9,12 @@ URL fragment), not a heading marker, and not on a link reference definition line
 least one character that is not a digit (`#2024` is not a tag). Tags compare case-insensitively
 and are shown as first met.
 
-`notes_tags` (structure_tools.py) lists them with counts, or, given a tag, the notes that carry
-it (a nested tag's parent counts its children: `#project` finds `#project/alpha`). Tags are kept
-in the workspace's index (fs_notes/search/index.py), brought up to date from the same listing and
-the same filesystem layer as `notes_list` and `notes_read` first (tools/indexed.py); each note
-listed for a tag, and each behind a count, is re-checked through the filesystem layer.
+`notes_tags` (fs_notes/tools/structure_tools.py) lists them with counts, or, given a tag, the
+notes that carry it (a nested tag's parent counts its children: `#project` finds
+`#project/alpha`). Tags are kept in the workspace's index (fs_notes/search/index.py), brought up
+to date from the same listing and the same filesystem layer as `notes_list` and `notes_read`
+first (fs_notes/tools/indexed.py); each note listed for a tag, and each behind a count, is
+re-checked through the filesystem layer. This module only reads tags from a note's text: pure.
 
 Guarantees: work is bounded (at most `MAX_TAGS_PER_NOTE` per note, `MAX_TAG_CHARS` each; the front
 matter is composed, never constructed). Does not: read tags from notes over their workspace's

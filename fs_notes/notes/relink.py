@@ -5,10 +5,10 @@ Guarantees: `relink(text, source, old_id, new_id, resolve)` changes only the not
 wikilinks (`[[Note]]`, `[[Note|alias]]`, `[[Note#Heading]]`, `[[Note^block]]`, embeds
 `![[Note]]`) outside fenced and indented code and `inline code`, in the body after any front
 matter (the same places links.py reads links from), and only those whose note part resolves
-(``resolve(source, part)``, links.py's resolution against the index as it was before the move)
-to ``old_id``. The new note part is ``new_id``, a path from the workspace root, without its
-`.md` when the old part had none; alias, heading and block parts are kept as written. Every
-other byte is kept, line ends included. Pure: it reads and writes nothing.
+(``resolve(source, part)``: fs_notes/tools/link_resolution.py's `Resolver` over the index as
+it was before the move) to ``old_id``. The new note part is ``new_id``, a path from the workspace
+root, without its `.md` when the old part had none; alias, heading and block parts are kept as
+written. Every other byte is kept, line ends included. Pure: it reads and writes nothing.
 Does not: rewrite markdown links (`[text](path.md)`: reported by notes_move, left as they are),
 links in front matter, or check that the new text resolves to the moved note in every vault
 tool (a relative link of the same name in the linking note's own folder would win there).

@@ -1,5 +1,5 @@
-"""Links between notes, as the vault tools resolve them (the tool `notes_links` is in
-structure_tools.py; issue 14).
+"""Links between notes, as the vault tools write and resolve them (the tool `notes_links` is in
+fs_notes/tools/structure_tools.py; issue 14): what a note links to, read from its text alone.
 
 A note's outgoing links are its wikilinks (`[[Note]]`, `[[Note|alias]]`, `[[Note#Heading]]`,
 `[[Note^block]]`, embeds `![[Note]]`) and markdown links to notes (`[text](path/note.md)`,
@@ -10,31 +10,25 @@ one note of that file name anywhere in the workspace (case-insensitively; severa
 whose path is shortest, then first by id). A link that resolves to nothing is reported as it was
 written, unresolved. Backlinks are the notes whose links resolve to the note.
 
-Links are kept in the workspace's index (fs_notes/search/index.py, brought up to date first by
-tools/indexed.py); backlinks are found among the links whose target has the note's file name.
+`links_of` returns the links as written, in order (`Link.target`; a `#Heading` part is kept as
+`heading`); a URL (`http:`, `mailto:`, `file:`) or an anchor on the same page is not a link to a
+note. Resolving needs the workspace's index, so it is not done here: it is
+fs_notes/tools/link_resolution.py's `Resolver`, against the index's ids.
 
-Containment: links are resolved only against the index's ids, which the filesystem layer listed
-(the same as notes_list): a link is never opened, stat'ed or followed on disk, so
-`[x](../../outside/secret.md)` or a link to a symlinked note resolves to nothing. Work is bounded
-(`MAX_LINKS_PER_NOTE`). Does not: resolve links to headings or blocks inside the target (the
-`#Heading` part is kept as `heading`), or attachments that are not notes. Every note it names in
-a result as existing (the note asked about, each resolved link, each backlink) is re-checked
-through the filesystem layer first.
+Guarantees: pure (a link is never opened, stat'ed or followed on disk: this module reads
+nothing); work is bounded (`MAX_LINKS_PER_NOTE`; every pattern is linear on any line). Does not:
+read links in front matter.
 """
 
 from __future__ import annotations
 
-import posixpath
 import re
 import urllib.parse
 from dataclasses import dataclass
 
-from ..search.index import NoteIndex, stem_of
 from .titles import front_matter_block, prose_lines
 
 MAX_LINKS_PER_NOTE = 1000
-MAX_LISTED = 1000
-MAX_CANDIDATES = 20_000  # links whose target has the note's file name, examined for backlinks
 _WIKI = re.compile(r"(!?)\[\[([^\[\]\n]{1,512})\]\]")
 # Linear on any line: the link text holds brackets only as balanced pairs one deep (so a scan
 # from a "[" stops at the next unpaired one), the target holds no bracket or parenthesis (so it
@@ -77,27 +71,3 @@ def links_of(text: str) -> list[Link]:
         if len(out) >= MAX_LINKS_PER_NOTE:
             return out[:MAX_LINKS_PER_NOTE]
     return out
-
-
-class Resolver:
-    """Resolution against the index's ids (never the disk): `has(id)` and `named(stem)` (the
-    ids of that case-folded file name, shortest path first, then by id)."""
-
-    def __init__(self, index: NoteIndex) -> None:
-        self._index = index
-
-    def resolve(self, source: str, target: str) -> str | None:
-        folder = posixpath.dirname(source)
-        for base in (folder, ""):
-            path = posixpath.normpath(posixpath.join(base, target)) if base else target
-            path = path.lstrip("/") if base == "" else path
-            if path.startswith("../") or path == ".." or path.startswith("/"):
-                continue  # out of the workspace: resolves to nothing
-            for candidate in (path, path + ".md"):
-                if self._index.has(candidate):
-                    return candidate
-        if "/" not in target:
-            named = self._index.named(stem_of(target))
-            if named:
-                return named[0]
-        return None
