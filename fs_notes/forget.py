@@ -184,16 +184,36 @@ def _report(
                          "path": os.path.join(state_dir, name), "reason": what})  # fmt: skip
 
 
-def prune_unused(state_dir: str, unused_days: float, serving: frozenset[str]) -> Outcome:
-    """At `serve`'s start: remove the indexes not served for `unused_days` days (0: never),
-    except those of the workspaces it serves (`serving`: their digests); each logged at INFO."""
-    if unused_days <= 0:
-        return Outcome()
-    now = time.time()
+def _folder_key(path: str | None) -> tuple[int, int] | None:
     try:
-        out = sweep(
-            state_dir, lambda e: _unused(e, now, unused_days), skip=serving, leftovers=True
-        )
+        st = os.stat(path) if path else None
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino) if st is not None else None
+
+
+def prune_unused(
+    state_dir: str,
+    unused_days: float,
+    serving: frozenset[str],
+    served: frozenset[tuple[int, int]] = frozenset(),
+) -> Outcome:
+    """At `serve`'s start: remove the indexes not served for `unused_days` days (0: never),
+    except those of the workspaces it serves (`serving`: their digests); each logged at INFO.
+    An index of a folder served now under another name or path (`served`: the folders'
+    device and inode) is removed whatever `unused_days` says: nothing keeps it current, so a
+    note deleted from the folder would stay in it (issue 27)."""
+    now = time.time()
+
+    def select(entry: IndexFiles) -> str | None:
+        if served and _folder_key(entry.folder) in served:
+            return "its folder is served now under another workspace name or path"
+        return _unused(entry, now, unused_days)
+
+    if unused_days <= 0 and not served:
+        return Outcome()
+    try:
+        out = sweep(state_dir, select, skip=serving, leftovers=True)
     except Exception as exc:  # serve starts all the same: pruning is housekeeping
         log.warning("unused search indexes were not pruned: %s", shown(str(exc)))
         return Outcome()
@@ -234,7 +254,8 @@ def claim_and_prune(state_dir: str | None, policy: Policy, unused_days: float) -
                 f'"{ws.name}": {exc.strerror or exc}'
             ) from None
         serving.add(index_digest(ws.name, ws.path))
-    prune_unused(state_dir, unused_days, frozenset(serving))
+    served = frozenset(k for k in (_folder_key(ws.path) for ws in policy.workspaces) if k)
+    prune_unused(state_dir, unused_days, frozenset(serving), served)
     return claim
 
 

@@ -11,12 +11,12 @@ from fs_notes.compose import ConfirmParts, build_server, open_roots
 from fs_notes.confirm.audit import AuditLog
 from fs_notes.confirm.replay import ReplayStore
 from fs_notes.confirm.spent import SpentNonces
+from fs_notes.fs import WorkspaceRoot
 from fs_notes.fs.changes import InProcessChanges, NoteChanges
 from fs_notes.policy import Policy, Principal
 from fs_notes.protocol.dispatch import Dispatcher
 from fs_notes.protocol.envelope import Request
 from fs_notes.rounds.seal import KeyRing, StateSealer
-from fs_notes.tools.context import WorkspaceRoots
 
 FORM: dict[str, object] = {"elicitation": {"form": {}}}
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
@@ -32,7 +32,7 @@ class InProcess:
         clock: Callable[[], float],
         audit: Path | None = None,
         replay: SpentNonces | None = None,
-        door: Callable[[WorkspaceRoots], NoteChanges] = InProcessChanges,
+        door: Callable[[dict[str, WorkspaceRoot]], NoteChanges] = InProcessChanges,
     ) -> None:
         """`replay`: a store to use (the caller's to close) instead of a SQLite file in
         `state_dir`; `door`: the door for changes, made from the root handles (the filesystem

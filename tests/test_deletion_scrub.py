@@ -328,3 +328,103 @@ def test_a_note_moved_then_deleted_before_a_search_leaves_no_word_at_once(
     index.remove("new.md")  # then deleted
     assert _found(tmp_path) == set()
     index.close()
+
+
+def test_a_drop_another_servers_write_holds_up_waits_or_is_kept_and_done_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reviewer's find: a deletion that met another server's write to the shared index failed
+    at once (a deferred BEGIN cannot wait to upgrade its lock) and nothing tried again: the
+    words stayed after the stop. Now the write lock is taken at BEGIN, waiting BUSY_MS; a
+    longer write keeps the drop pending, done on the timer or at close."""
+    import threading
+
+    monkeypatch.setattr(index_module, "BUSY_MS", 400)
+    path = tmp_path / "search-x.sqlite3"
+    notes = dict(_filler(50))
+    notes["secret.md"] = Extract("Secret plans", BODY)
+    notes["other.md"] = Extract("Other plans", "Xandrovulpe Quentimarsh")
+    index = _build(path, notes)
+    writer = sqlite3.connect(path, isolation_level=None, timeout=0, check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")  # another server, writing for 0.1 s
+    threading.Timer(0.1, writer.execute, ("COMMIT",)).start()
+    index.remove("secret.md")  # waits for it
+    assert _found(tmp_path) == set()
+    writer.execute("BEGIN IMMEDIATE")  # now for longer than BUSY_MS
+    with pytest.raises(sqlite3.OperationalError):
+        index.remove("other.md")
+    assert _found(tmp_path, ["Xandrovulpe"]) == {"Xandrovulpe"}  # the control: still there
+    writer.execute("COMMIT")
+    writer.close()
+    index.close()  # the pending drop, done at close
+    assert _found(tmp_path, ["Xandrovulpe", "Quentimarsh"]) == set()
+
+
+def test_text_replaced_through_fs_notes_leaves_the_index_by_the_stop(tmp_path: Path) -> None:
+    """Reviewer's find: notes_update, notes_edit and the link rewrites of notes_move never told
+    the index, so the text they replaced (and a rewritten note's link to the old id) stayed
+    in its files until some later search, past the stop too."""
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    for name, extract in _filler(50):
+        (ws / name).write_text(f"# {extract.title}\n\n{extract.text}\n")
+    (ws / "plans.md").write_text(f"# Plans\n\n{BODY}\n")
+    (ws / "index.md").write_text("# Index\n\nSee [[Xandrovulpe-minutes]].\n")
+    (ws / "Xandrovulpe-minutes.md").write_text("# Minutes\n\nNothing of note.\n")
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    server = StdioServer("serve", str(ws), "--state-dir", str(state), env=child_env())
+    try:
+        server.ask(call_tool(1, "notes_search", {"query": "Qvorblexian"}))
+        assert _found(state, [*SECRET, "Xandrovulpe"]) == {*SECRET, "Xandrovulpe"}  # control
+        updated = server.ask(call_tool(2, "notes_update", {"id": "plans.md",
+                                                            "content": "# Plans\n\nbudget\n"}))
+        assert updated["result"].get("isError") is not True, updated
+        moved = server.ask(call_tool(3, "notes_move", {"id": "Xandrovulpe-minutes.md",
+                                                        "newId": "minutes.md",
+                                                        "updateLinks": True}))  # fmt: skip
+        assert moved["result"].get("isError") is not True, moved
+        assert (ws / "index.md").read_text() == "# Index\n\nSee [[minutes]].\n"
+    finally:
+        assert server.close() == 0, server.stderr
+    assert _found(state, [*SECRET, "Xandrovulpe"]) == set()
+
+
+def test_an_index_of_the_same_folder_under_another_name_goes_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    """Reviewer's find: a deletion scrubs the index of the workspace it ran in; one the same
+    folder had under another name (zero-config `serve FOLDER`, then a policy calling it
+    "work") kept every word of the note for 30 days, or for ever. Nothing keeps such an index
+    current, so the start that serves the folder under its new name removes it."""
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    for name, extract in _filler(20):
+        (ws / name).write_text(f"# {extract.title}\n\n{extract.text}\n")
+    (ws / "secret.md").write_text(f"# Secret plans\n\n{BODY}\n")
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    first = StdioServer("serve", str(ws), "--state-dir", str(state), env=child_env())
+    try:
+        first.ask(call_tool(1, "notes_search", {"query": "Qvorblexian"}))
+    finally:
+        assert first.close() == 0, first.stderr
+    assert _found(state) == set(SECRET)  # the control: the zero-config index holds them
+    policy = tmp_path / "p.toml"
+    policy.write_text(
+        '[[principal]]\nname = "me"\nlocal = true\n\n'
+        f'[[workspace]]\nname = "work"\npath = "{ws}"\n\n'
+        '[[grant]]\nprincipal = "me"\nworkspace = "work"\n'
+        'operations = ["read", "write", "delete"]\n'
+    )
+    server = StdioServer("serve", "--policy", str(policy), "--state-dir", str(state),
+                         "--log-level", "info", env=child_env())  # fmt: skip
+    try:
+        server.ask(call_tool(0, "notes_workspaces", {}))  # (it has started)
+        assert _found(state) == set()  # gone at the start, before any search
+        done = _delete(server, ws, "Secret plans", "secret.md", 1)
+        assert done["structuredContent"] == {"deleted": "secret.md", "outcome": "deleted"}
+    finally:
+        assert server.close() == 0, server.stderr
+    assert _found(state) == set()
+    assert "its folder is served now under another workspace name or path" in server.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,9 @@ from inprocess import InProcess
 
 from fs_notes.compose import build_server
 from fs_notes.fs import Identity
-from fs_notes.fs.changes import OPS, InProcessChanges, Op
+from fs_notes.fs.changes import OPS, ChangeableRoot, InProcessChanges, Op
 from fs_notes.policy_file import load_policy
 from fs_notes.rounds.seal import KeyRing
-from fs_notes.tools.context import WorkspaceRoots
 
 KEYS = KeyRing([("k", bytes(range(32)))])
 
@@ -31,7 +31,7 @@ KEYS = KeyRing([("k", bytes(range(32)))])
 class Recording(InProcessChanges):
     """The filesystem layer in this process, each verb written down first."""
 
-    def __init__(self, roots: WorkspaceRoots) -> None:
+    def __init__(self, roots: Mapping[str, ChangeableRoot]) -> None:
         super().__init__(roots)
         self.calls: list[tuple[str, str, str]] = []
 
@@ -59,7 +59,7 @@ class Recording(InProcessChanges):
 class Refusing(Recording):
     """A door whose layer is down: every verb refused, with its reason."""
 
-    def __init__(self, roots: WorkspaceRoots) -> None:
+    def __init__(self, roots: Mapping[str, ChangeableRoot]) -> None:
         super().__init__(roots)
         self.asked: list[Op] = []
 
@@ -84,7 +84,7 @@ def _server(tmp_path: Path, door: type[Recording]) -> tuple[Any, Recording]:
     (tmp_path / "state").mkdir()
     made: list[Recording] = []
 
-    def make(roots: WorkspaceRoots) -> Recording:
+    def make(roots: Mapping[str, ChangeableRoot]) -> Recording:
         made.append(door(roots))
         return made[0]
 
@@ -214,3 +214,48 @@ def test_each_verb_of_the_door_is_the_filesystem_layers_and_the_workers_own() ->
         assert callable(getattr(ConfinedWorker, op))
         assert callable(getattr(WorkspaceRoot, op))
     assert set(OP_CODES) == set(OPS)
+
+
+class Flaky(Recording):
+    """A door whose layer goes down between the rounds of a deletion, and comes back."""
+
+    def __init__(self, roots: Mapping[str, ChangeableRoot]) -> None:
+        super().__init__(roots)
+        self.down = False
+
+    def refusal(self, workspace: str, op: Op) -> str | None:
+        return "the OS containment layer is down" if self.down else None
+
+
+def test_the_confirmed_round_asks_the_door_again_before_anything_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """Reviewer's find: the retry of notes_delete went to unlink_note without asking refusal()
+    again; the confirmation was recorded and its nonce spent before the layer's own check.
+    Now a layer gone between the rounds refuses first, and the same confirmation, sent again
+    once the layer is back, deletes (the control: it was not spent)."""
+    srv, door = _server(tmp_path, Flaky)
+    assert isinstance(door, Flaky)
+    try:
+        args = {"workspaceUri": srv.ws.as_uri(), "id": "b.md"}
+        first = srv.call(srv.me, "notes_delete", args)["result"]
+        answer = {"delete_choice": {"action": "accept",
+                                    "content": {"note_id": "b.md", "confirm": True}}}  # fmt: skip
+        token = first["requestState"]
+        door.down = True
+        refused = srv.call(
+            srv.me, "notes_delete", args, inputResponses=answer, requestState=token
+        )["result"]
+        assert refused["isError"] is True
+        assert refused["content"][0]["text"] == (
+            "deletion is refused in this workspace: the OS containment layer is down"
+        )
+        assert door.calls == [] and (srv.ws / "b.md").exists()
+        door.down = False
+        done = srv.call(
+            srv.me, "notes_delete", args, inputResponses=answer, requestState=token
+        )["result"]
+        assert done["structuredContent"] == {"deleted": "b.md", "outcome": "deleted"}, done
+        assert door.calls == [("unlink_note", "notes", "b.md")]
+    finally:
+        srv.close()

@@ -158,6 +158,11 @@ def test_the_length_of_a_token_tells_nothing_of_a_notes_numbers() -> None:
         one = [{"id": "a.md", "identity": [66306, 1234567, size, 10**18, 10**18]}]
         lengths.add(len(s.seal(payload(candidates=small[:7] + one))))
     assert len(lengths) == 1
+    # an mtime as tmpfs keeps it (28 digits), and the widest an identity takes
+    for far in (10**27, -(2**96), 2**96 - 1):
+        one = [{"id": "a.md", "identity": [66306, 1234567, 7, far, far]}]
+        lengths.add(len(s.seal(payload(candidates=small[:7] + one))))
+    assert len(lengths) == 1
     # the control: what the principal sees in the form (the ids) may move it
     longer = [{"id": "x" * 3000 + ".md", "identity": [1, 2, 3, 4, 5]}]
     assert len(s.seal(payload(candidates=longer))) > lengths.pop()
@@ -173,6 +178,21 @@ def test_seal_refuses_payloads_that_set_sealer_claims_or_lack_a_binding() -> Non
         del broken[claim]
         with pytest.raises(ValueError, match=claim):
             s.seal(broken)
+
+
+def test_ids_in_any_script_or_with_lone_surrogates_round_trip_and_fit_as_before() -> None:
+    """The payload is UTF-8 inside the cipher (escaping to ASCII spent six bytes of the size
+    bound per character: the padding's review found 16 candidates of 640-character ids no
+    longer fitting)."""
+    s = sealer()
+    ids = ["会议/季度报告.md", "caf\u00e9.md", "bad\udcffname.md", "\U0001f4dd notes.md"]
+    cands = [{"id": i, "identity": [1, 2, 3, 4, 5]} for i in ids]
+    opened = s.open(s.seal(payload(candidates=cands)), expect=expect())
+    assert [c["id"] for c in opened["candidates"]] == ids
+    many = [{"id": f"{i:02d}" + "x" * 638 + ".md", "identity": [1, 2, 3, 4, 5]} for i in range(16)]
+    assert s.open(s.seal(payload(candidates=many)), expect=expect())["candidates"] == many
+    cjk = [{"id": f"{i:02d}" + "报" * 150 + ".md", "identity": [1, 2, 3, 4, 5]} for i in range(16)]
+    assert s.open(s.seal(payload(candidates=cjk)), expect=expect())["candidates"] == cjk
 
 
 def test_seal_refuses_to_mint_a_token_open_would_refuse_as_too_large() -> None:

@@ -60,7 +60,8 @@ __all__ = [
 ]
 
 ELICITATION_KEY: Final = DELETE.asks[Phase.CONFIRM]  # "delete_choice", from the flow's table
-# Bounds what one form can offer, and keeps the sealed state well under its 16 KiB limit.
+# Bounds what one form can offer, and keeps the sealed state under its size limit
+# (rounds/seal.py MAX_TOKEN_CHARS).
 MAX_CANDIDATES: Final = 20
 _DISPLAY_TITLE_CHARS = 120
 _DISPLAY_ID_CHARS = 200

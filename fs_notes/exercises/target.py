@@ -47,7 +47,6 @@ from ..fs.changes import InProcessChanges, NoteChanges
 from ..policy import Policy, PolicyError
 from ..policy_file import load_policy
 from ..sandbox.launch import WORKER_PROGRAM
-from ..tools.context import NoteRoot
 from .compromised import attack, refused
 from .hostview import HostLookup
 from .naive import PERMISSIVE_IDS, NaiveRoot
@@ -203,7 +202,7 @@ def run(argv: Sequence[str]) -> int:
     db = confirm.replay_db
     assert db is not None  # the target keeps its own SQLite file
     self_confined, host_report = _confine_self(knockout, policy, db, real)
-    roots: dict[str, NoteRoot] = {}
+    roots: dict[str, TracingRoot | NaiveRoot] = {}
     for ws in policy.workspaces:
         if knockout == "filesystem":
             roots[ws.name] = NaiveRoot(ws.path, trace, host)

@@ -23,7 +23,7 @@ has no AEAD, and a home-made cipher would be the riskiest code in the server: `c
 the well-kept binding of OpenSSL that Python's own ecosystem relies on.
 
 Token: ``v2.<kid>.<b64url(16-byte salt + 12-byte nonce + AES-256-GCM ciphertext of the padded
-canonical JSON payload)>.<b64url(16-byte tag)>``; the version and kid are the associated data
+canonical JSON payload, UTF-8)>.<b64url(16-byte tag)>``; the version and kid are the associated data
 (every byte before the second dot is bound). Each token is sealed under a key of its own,
 HMAC-SHA256 of its random salt under the kid's key (itself derived from the key-file secret
 with a fixed label, for domain separation), so GCM's bound on random nonces per key (2^32
@@ -99,7 +99,7 @@ def refuse_state(reason: str) -> ProtocolError:
     """The one refusal of a requestState, whichever tool's: -32602 with `WIRE_MESSAGE` on the
     wire (a client learns nothing of why), `reason` only in the server's log."""
     return ProtocolError(INVALID_PARAMS, WIRE_MESSAGE, log_detail=f"requestState refused: {reason}")
-MAX_TOKEN_CHARS = 16 * 1024
+MAX_TOKEN_CHARS = 24 * 1024  # base64 of 16 KiB of padded payload, and room
 DEFAULT_TTL = 300.0
 FUTURE_SKEW = 60.0
 MIN_KEY_BYTES = 32
@@ -112,8 +112,9 @@ _NONCE_BYTES = 12
 _SALT_BYTES = 16
 #: The plaintext is padded to a multiple of this (see the module docstring).
 PAD_BYTES = 1024
-#: The widest an integer of a payload is counted: -2**63 and 2**64 - 1 take 20 digits and a sign.
-_INT_WIDTH = 21
+#: The widest an integer of a payload is counted: an identity's times reach -2**96 (30
+#: characters; tmpfs keeps 28-digit mtimes), its device and inode 2**64 - 1 (20).
+_INT_WIDTH = len(str(-(2**96)))
 _KID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _TOKEN_RE = re.compile(
     r"([a-z0-9]{1,8})\.([A-Za-z0-9_-]{1,32})\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{22})"
@@ -202,9 +203,12 @@ def _int_slack(value: Any) -> int:
 
 
 def _padded(plain: str, payload: Mapping[str, Any]) -> bytes:
-    """`plain` (ASCII) with trailing spaces, to a length that no integer of `payload` moves."""
-    widest = len(plain) + _int_slack(payload)
-    return (plain + " " * (-widest % PAD_BYTES + widest - len(plain))).encode("ascii")
+    """`plain` as UTF-8 (lone surrogates passed through: an id may hold them), with trailing
+    spaces to a length that no integer of `payload` moves. Not escaped to ASCII: it is
+    encrypted, and escaping would spend six bytes of the size bound per character of an id."""
+    raw = plain.encode("utf-8", "surrogatepass")
+    widest = len(raw) + _int_slack(payload)  # (digits are one byte each)
+    return raw + b" " * (-widest % PAD_BYTES + widest - len(raw))
 
 
 def _is_number(value: object) -> bool:
@@ -459,7 +463,7 @@ class StateSealer:
         claims["nonce"] = nonce
         kid = self._keyring.signing_kid
         header = f"{_VERSION}.{kid}"
-        plain = _padded(_canonical(claims, ensure_ascii=True), payload)
+        plain = _padded(_canonical(claims, ensure_ascii=False), payload)
         box, tag = self._keyring.seal_box(kid, header.encode("ascii"), plain)
         token = f"{header}.{_b64u(box)}.{_b64u(tag)}"
         if len(token) > MAX_TOKEN_CHARS:
@@ -490,7 +494,7 @@ class StateSealer:
 
     def _check_claims(self, plain: bytes, expect: Expectation) -> dict[str, Any]:
         try:
-            text = plain.decode("ascii")
+            text = plain.decode("utf-8", "surrogatepass")
             claims = json.loads(
                 text, object_pairs_hook=_strict_object, parse_constant=_no_constants
             )

@@ -183,6 +183,12 @@ class Hit:
     score: float
 
 
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused for another connection's lock, not for what the file holds."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 def stem_of(name: str) -> str:
     """The case-folded file name without .md of a note id or link target (link resolution)."""
     return name.rsplit("/", 1)[-1].removesuffix(".md").casefold()
@@ -224,6 +230,9 @@ class NoteIndex:
         self._gone = False  # a note dropped for good since the last scrub: scrub at once
         self._replaced = False  # text an edit replaced since the last scrub: scrub on a timer
         self._timer: threading.Timer | None = None
+        # Drops another server's write kept out (note id -> gone): tried again on the timer,
+        # by the next drop and at close.
+        self._pending: dict[str, bool] = {}
         self._closed = False
         self._conn = self._open()
         _ALL.add(self)
@@ -238,6 +247,13 @@ class NoteIndex:
             total = conn.execute(
                 "SELECT coalesce(sum(body_chars), 0), count(*) FROM doc"
             ).fetchone()
+        except sqlite3.OperationalError as exc:
+            if _locked(exc):  # another server is writing the shared file: it is not damaged
+                raise
+            log.warning("%s unusable (%s): starting it again", self._label, type(exc).__name__)
+            self._discard()
+            self._create()
+            conn, total = self._connect(), (0, 0)
         except (sqlite3.DatabaseError, OSError) as exc:
             log.warning("%s unusable (%s): starting it again", self._label, type(exc).__name__)
             self._discard()
@@ -323,9 +339,11 @@ class NoteIndex:
                 seen.add(note_id)
                 if known.get(note_id) != key:
                     pending.append((note_id, key))
+            if not pending and known.keys() <= seen:  # nothing to write: take no write lock
+                return 0
             changed = 0
             started = last = time.monotonic()
-            conn.execute("BEGIN")
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 for note_id, key in pending:
                     self._put(conn, note_id, key, load)
@@ -334,7 +352,7 @@ class NoteIndex:
                         on_progress(changed, len(pending))
                     if changed % BATCH == 0:  # a cancelled build keeps what it did
                         conn.execute("COMMIT")
-                        conn.execute("BEGIN")
+                        conn.execute("BEGIN IMMEDIATE")
                     now = time.monotonic()
                     if now - last >= PROGRESS_SECONDS:
                         last = now
@@ -362,7 +380,7 @@ class NoteIndex:
         no longer a servable note). Each is read again, whatever its key, or dropped."""
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN")
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 for note_id, key in entries:
                     if key is None:
@@ -379,7 +397,11 @@ class NoteIndex:
         """Scrub now if a note was dropped for good; start the timer if an edit replaced text."""
         if self._gone:
             self._scrub(conn)
-        elif self._replaced and self._timer is None and self._path != ":memory:":
+        elif self._replaced:
+            self._start_timer()
+
+    def _start_timer(self) -> None:
+        if self._timer is None and self._path != ":memory:" and not self._closed:
             self._timer = threading.Timer(SCRUB_SECONDS, self._scrub_later)
             self._timer.daemon = True
             self._timer.start()
@@ -397,10 +419,7 @@ class NoteIndex:
             log.debug("%s: the log is in use by another server: scrubbed again later", self._label)
             self._replaced = True
             self._gone = False
-            if self._timer is None:
-                self._timer = threading.Timer(SCRUB_SECONDS, self._scrub_later)
-                self._timer.daemon = True
-                self._timer.start()
+            self._start_timer()
             return False
         self._gone = self._replaced = False
         return True
@@ -408,10 +427,13 @@ class NoteIndex:
     def _scrub_later(self) -> None:
         with self._lock:
             self._timer = None
-            if not (self._gone or self._replaced) or self._closed:
+            if not (self._gone or self._replaced or self._pending) or self._closed:
                 return
             try:
-                self._scrub(self._connection())
+                if self._pending:
+                    self._drop_pending()  # (it scrubs, as a drop does)
+                else:
+                    self._scrub(self._connection())
             except sqlite3.Error as exc:  # the next write or the exit tries again
                 log.warning("%s: could not scrub replaced text (%s)", self._label, exc)
 
@@ -505,19 +527,35 @@ class NoteIndex:
     def remove(self, note_id: str, *, gone: bool = True) -> None:
         """Drop a note. ``gone`` (deleted, or no longer a note): its text is scrubbed from the
         files before this returns. Otherwise (moved away, changed since it was indexed: its
-        text lives on under a name or a version the next refresh reads) on the timer."""
+        text lives on under a name or a version the next refresh reads) on the timer. When
+        another server's write keeps the file longer than `BUSY_MS`, sqlite3.OperationalError
+        is raised and the drop is kept: tried again on the timer, by the next drop, at close."""
         with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN")
-            try:
+            self._pending[note_id] = gone or self._pending.get(note_id, False)
+            self._drop_pending()
+
+    def _drop_pending(self) -> None:
+        """Drop every pending note in one write transaction, then scrub (caller holds the
+        lock). The write lock is taken at BEGIN (IMMEDIATE), where SQLite waits `BUSY_MS` for
+        another server's write; a deferred BEGIN would fail at once on the upgrade."""
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            self._start_timer()
+            raise
+        try:
+            for note_id, gone in self._pending.items():
                 self._drop(conn, note_id, replaced=not gone)
-                conn.execute("COMMIT")
-            except BaseException:
-                self._roll_back(conn)
-                raise
-            if gone and self._replaced:  # text replaced or moved away before may be this
-                self._gone = True  # note's (a note moved, then deleted): scrubbed with it now
-            self._after_write(conn)
+                if gone and self._replaced:  # text replaced or moved away before may be this
+                    self._gone = True  # note's (a note moved, then deleted): scrubbed now
+            conn.execute("COMMIT")
+        except BaseException:
+            self._roll_back(conn)
+            self._start_timer()
+            raise
+        self._pending.clear()
+        self._after_write(conn)
 
     def forget(self, note_id: str) -> None:
         """Drop one note that changed since it was indexed (the next refresh reads it again)."""
@@ -718,6 +756,14 @@ class NoteIndex:
                 self._timer.cancel()
                 self._timer = None
             try:
+                if self._pending and os.getpid() == self._pid:
+                    try:
+                        self._drop_pending()
+                    except sqlite3.Error as exc:
+                        log.warning(
+                            "%s: %d notes could not be dropped at exit (%s): the next start's "
+                            "search drops them", self._label, len(self._pending), exc,
+                        )  # fmt: skip
                 if os.getpid() == self._pid and not self._scrub(self._conn):
                     # (a forked copy leaves the parent's file alone)
                     log.warning(

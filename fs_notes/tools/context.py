@@ -68,20 +68,14 @@ class ToolFailure(Exception):
 
 
 class NoteRoot(Protocol):
-    """The verbs the tools use on a workspace: `fs.WorkspaceRoot` (layer 2) in the server."""
+    """The verbs the tools use on a workspace: `fs.WorkspaceRoot` (layer 2) in the server.
+    Reading only: a tool changes a note through the one door (fs/changes.py), so the change
+    verbs are not here (a tool that called one on ``ws.root`` would not type-check)."""
 
     def read_note(self, relpath: str, *, max_bytes: int = ...) -> tuple[bytes, Identity]: ...
     def read_part(self, relpath: str, offset: int, length: int) -> tuple[bytes, Identity]: ...
     def stat_note(self, relpath: str) -> Identity: ...
     def note_entry(self, relpath: str) -> os.stat_result | None: ...
-    def create_note(self, relpath: str, data: bytes) -> Identity: ...
-    def update_note(
-        self, relpath: str, data: bytes, *, expected: Identity | None = None
-    ) -> Identity: ...
-    def unlink_note(self, relpath: str, expected: Identity) -> None: ...
-    def move_note(
-        self, relpath: str, new_relpath: str, *, expected: Identity | None = None
-    ) -> Identity: ...
     def iter_notes(
         self,
         folder: str = "",
@@ -302,6 +296,13 @@ class NotesEnv:
         except sqlite3.Error as exc:  # the next refresh drops it (and scrubs) instead
             log.warning("workspace %s: the search index could not drop a note now (%s)",
                         shown(name), exc)  # fmt: skip
+
+    def changed(self, ws: Opened, note_id: str) -> None:
+        """A note this server wrote (or tried to): out of the note cache, and its indexed text
+        out of the search index (replaced text: scrubbed on the index's timer; the next search
+        reads the note again)."""
+        self.cache.forget(ws.workspace.name, note_id)
+        self.unindex(ws, note_id, gone=False)
 
     def close(self) -> None:
         """Close the search indexes opened (each scrubs what is pending: search/index.py)."""

@@ -423,6 +423,12 @@ class DeleteTool:
             raise ToolFailure(
                 f"{shown_id(note_id, 300)} changed since the form was shown; nothing was deleted"
             )
+        # Asked again now, before the record and the claim: the layer may have gone since the
+        # form was shown; refused so, the confirmation stays unspent for a retry.
+        refusal = self.changes.refusal(name, "unlink_note")
+        if refusal is not None:
+            self._audit(call, name, note_id, "delete-failed", "os-layer")
+            raise ToolFailure(f"deletion is refused in this workspace: {refusal}")
         self._audit(call, name, note_id, "confirmed")  # no deletion without its record first
         self._claim(call, name, note_id, spend)
         try:

@@ -62,7 +62,7 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
         require_writable(changes, ws)
         written = write_if(
             ws, changes, note_id, expected, lambda cur: cur.data + tail,
-            forget=lambda: env.cache.forget(ws.workspace.name, note_id),
+            forget=lambda: env.changed(ws, note_id),
         )  # fmt: skip
         size = len(written.data)
         return CallToolResult(
@@ -116,7 +116,7 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
             require_writable(changes, ws)
             written = write_if(
                 ws, changes, note_id, expected, edited,
-                forget=lambda: env.cache.forget(ws.workspace.name, note_id),
+                forget=lambda: env.changed(ws, note_id),
             )  # fmt: skip
             size, version = len(written.data), written.version
         diff = diffs[0] if diffs else ""

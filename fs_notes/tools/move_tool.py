@@ -103,7 +103,7 @@ def _rewrite(env: NotesEnv, ws: Opened, changes: NoteChanges, links: list[Backli
         except FsError as exc:
             link.reason = fs_message(exc, link.id)
         finally:
-            env.cache.forget(ws.workspace.name, link.id)
+            env.changed(ws, link.id)
 
 
 def _source_identity(ws: Opened, note_id: str, version: str | None) -> Identity:

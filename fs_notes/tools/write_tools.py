@@ -39,7 +39,7 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
         if expected is not None:  # compare-and-write (tools/versions.py)
             written = write_if(
                 ws, changes, note_id, expected, lambda _: data,
-                forget=lambda: env.cache.forget(ws.workspace.name, note_id),
+                forget=lambda: env.changed(ws, note_id),
             )  # fmt: skip
             ident = written.ident if written.ident is not None else written.before.ident
         else:
@@ -50,7 +50,7 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
                     ident = changes.update_note(ws.workspace.name, note_id, data)
             except FsError as exc:
                 raise ToolFailure(fs_message(exc, note_id)) from None
-            env.cache.forget(ws.workspace.name, note_id)
+            env.changed(ws, note_id)
         if env.may_read(call, args.get("workspaceUri")) is None:
             # A version hashes the file's inode with its bytes: to a principal who wrote the
             # bytes but may not read, it would give away the inode. It could not use it either
