@@ -3,7 +3,9 @@
 One winner per nonce across threads, processes and store objects; expiry by the engine; the
 quota and the bound; the epoch refusing every state sealed before a restart, a FLUSHDB or on
 another database; an evicting Redis refused; fail closed (and fast) when the server is gone;
-passwords and TLS as their users expect, and never a password in a message.
+passwords and TLS as their users expect, and never a password in a message. The store's own
+client, against fake peers: a deadline per command and per call however slowly a peer trickles,
+answers past its bounds refused, a stray answer never taken for the next command's.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pytest
 from redis_server import RedisServer, free_port
 
 from fs_notes.confirm.location import RedisLocation, parse_location
-from fs_notes.confirm.redis_store import RedisReplayStore
+from fs_notes.confirm.redis_store import MAX_ANSWER, MAX_ITEMS, RedisReplayStore
 from fs_notes.confirm.spent import (
     RETENTION_MARGIN,
     EpochChanged,
@@ -490,6 +492,7 @@ class FakeRedis:
         self.listener = socketlib.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.reply, self.delay = reply, delay
+        self.accepted = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -501,6 +504,7 @@ class FakeRedis:
                 conn, _ = self.listener.accept()
             except OSError:
                 continue
+            self.accepted += 1
             threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
 
     def _talk(self, conn: Any) -> None:
@@ -631,7 +635,7 @@ def test_a_health_check_does_not_lift_the_deadline_of_the_command_after_it() -> 
         ) as s:
             assert s.is_spent(nonce()) is False  # a pooled connection, now idle
             mode["slow"], fake.delay = True, 0.1
-            for conn in s._pool._available_connections:  # as if idle past the interval
+            for conn in s._redis._idle:  # as if idle past the interval
                 conn.next_health_check = 0
             start = time.monotonic()
             with pytest.raises(StoreUnavailable):
@@ -683,3 +687,64 @@ def test_a_peer_that_trickles_its_answer_is_cut_off_at_the_deadline() -> None:
         stop.set()
         thread.join(5)
         listener.close()
+
+
+def test_a_pooled_connection_with_a_stray_answer_is_never_used_again() -> None:
+    """One answer too many (a proxy's, or a server's out of step) waits on a pooled connection:
+    the next call opens a new connection rather than read the stray answer as its own."""
+    fake = FakeRedis(lambda _cmd: b":1\r\n:0\r\n")  # "spent", then a stray "not spent"
+    try:
+        loc = parse_location(f"redis://127.0.0.1:{fake.port}/0")
+        with RedisReplayStore(loc, max_rows=10, timeout=2) as s:
+            assert [s.is_spent(nonce()) for _ in range(3)] == [True, True, True]
+        assert fake.accepted == 3
+    finally:
+        fake.close()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"$%d\r\n" % (MAX_ANSWER + 1),  # a bulk string past the bound
+        b"*%d\r\n" % (MAX_ITEMS + 1),  # an array past the bound
+        b"*1\r\n*1\r\n*1\r\n:1\r\n",  # nested deeper than the scripts answer
+        b"+" + b"x" * (MAX_ANSWER + 10),  # a line that never ends
+        b"%7\r\n",  # RESP3, which the store does not speak
+        b"$x\r\n",
+    ],
+)
+def test_an_answer_past_the_client_s_bounds_is_refused(reply: bytes) -> None:
+    fake = FakeRedis(lambda _cmd: reply)
+    try:
+        loc = parse_location(f"redis://127.0.0.1:{fake.port}/0")
+        with RedisReplayStore(loc, max_rows=10, timeout=2) as s:
+            start = time.monotonic()
+            with pytest.raises(StoreUnavailable, match=": InvalidResponse: "):
+                s.is_spent(nonce())
+            assert time.monotonic() - start < 2  # refused as it comes, not at the deadline
+    finally:
+        fake.close()
+
+
+def test_a_server_before_redis_6_is_sent_auth_with_the_password_alone() -> None:
+    """Redis before 6.0 has no user names: AUTH USER PASSWORD is "wrong number of arguments",
+    and the client tries AUTH PASSWORD once (as redis-py did)."""
+    seen: list[bytes] = []
+
+    def reply(command: bytes) -> bytes:
+        seen.append(command)
+        if command.startswith(b"*3\r\n$4\r\nAUTH"):
+            return b"-ERR wrong number of arguments for 'auth' command\r\n"
+        return b"+OK\r\n" if b"AUTH" in command else b":0\r\n"
+
+    fake = FakeRedis(reply)
+    try:
+        loc = parse_location(f"redis://someone@127.0.0.1:{fake.port}/0", password="pw")
+        with RedisReplayStore(loc, max_rows=10, timeout=2) as s:
+            assert s.is_spent(nonce()) is False
+        assert [c for c in seen if b"AUTH" in c] == [
+            b"*3\r\n$4\r\nAUTH\r\n$7\r\nsomeone\r\n$2\r\npw\r\n",
+            b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n",
+        ]
+    finally:
+        fake.close()

@@ -24,12 +24,14 @@ Guarantees (besides the contract every store gives, confirm/spent.py):
 - Fail closed and bounded: a connection, timeout, authentication, TLS or script error is
   `StoreUnavailable` (its message names no password, nor any argument a server echoes back).
   Each command, sent and answered, takes at most `timeout` seconds however slowly the peer
-  trickles its bytes, and everything one call sends and reads (handshake, health check, script
-  load, retry) at most `CALL_BUDGET` times that (`_DeadlineSocket`, `_CallDeadline`); each
-  connection attempt adds at most `timeout` per address (a name lookup is not bounded here:
-  name an IP address). A command is retried once, on a new connection, only after a connection
-  error; a retried claim that had in fact run finds its nonce spent, so a retry can refuse,
-  never accept. Every claim answer carries its nonce back: an answer out of step is refused.
+  trickles its bytes, and everything one call does (connecting, TLS and RESP handshake, health
+  check, script load, retry) at most `CALL_BUDGET` times that: every socket operation is given
+  what is left of both (a name lookup is not bounded here: name an IP address). An answer is
+  at most `MAX_ANSWER` bytes, nested at most `MAX_DEPTH` deep. A command is retried once, on a
+  new connection, only after a connection error; a retried claim that had in fact run finds
+  its nonce spent, so a retry can refuse, never accept. Every claim answer carries its nonce
+  back: an answer out of step is refused, and a pooled connection with anything waiting on it
+  (a stray answer, the server's close) is never used again.
 - Only a primary: a replica (even a writable one) is refused, since its claims vanish at its
   next full resync without any change of epoch. The connection speaks RESP2 (AUTH, no HELLO).
 - TLS (`rediss://`): the context is built once, when the store is made (before the server
@@ -42,25 +44,54 @@ Not guaranteed: single use against anyone else who can write this keyspace (give
 ACL user of its own, docs/deploy.md); Redis Sentinel or Cluster discovery (name the primary);
 a unix-socket URL (not supported: the server's private view does not show the socket). Tested
 on Redis 7.0; the scripts use only commands of Redis 5 and later (INFO one section at a time).
+
+A client of our own (`_Client`), not redis-py: redis-py's public interface bounds each socket
+operation (`socket_timeout`, `socket_connect_timeout`), never a command or a call, so a peer
+sending one byte per timeout holds a call for ever; the deadline above once took overriding
+its `Connection` internals (`_connect`, `connect_check_health`, `send_packed_command`,
+`read_response`), which any release may change. The store needs few commands, so it speaks
+them itself, in RESP2 (Redis's protocol since 2.0; no push messages, no HELLO): `AUTH [USER]
+PASSWORD` (`AUTH PASSWORD` again for a server before 6.0), `CLIENT SETNAME fs-notes`, `SELECT`
+for a database other than 0, `PING` before reusing a connection idle for
+`HEALTH_CHECK_INTERVAL`, `EVALSHA` (and `SCRIPT LOAD` after `NOSCRIPT`), `EXISTS` and `INFO
+server`. Connections are pooled, each serving one thread's command at a time; a forked child
+opens its own. It relies only on Python's `socket` and `ssl` (documented: `getaddrinfo`, `connect`,
+`settimeout`, `send`, `recv`, `SSLContext.wrap_socket`), and its error names and messages are
+the ones redis-py gave (`ConnectionError: Error 111 connecting to HOST:PORT. Connection
+refused.`), which operators and docs/deploy.md know. tests/test_dependency_contracts.py checks
+that the store imports no redis-py and that the stdlib calls it makes exist as documented.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 import secrets
+import socket
 import ssl
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from .location import RedisLocation
 from .spent import EpochChanged, PrincipalQuotaFull, ReplayStoreFull, StoreUnavailable, check_claim
 
-__all__ = ["DEFAULT_TIMEOUT", "RedisReplayStore"]
+__all__ = ["DEFAULT_TIMEOUT", "RedisError", "RedisReplayStore"]
 
 DEFAULT_TIMEOUT = 2.0
-#: A store call's commands together (handshake, health check, script load, one retry) may take
-#: this many times the timeout; each connection attempt adds at most one timeout more.
+#: A store call (connecting, handshake, health check, script load, one retry) may take this many
+#: times the timeout in all; each command in it, sent and answered, one timeout.
 CALL_BUDGET = 2
+#: A pooled connection idle this long is PINGed before it is used again.
+HEALTH_CHECK_INTERVAL = 30.0
+#: The most bytes one answer may take (INFO server: 580 bytes on Redis 7.0), how deep its arrays may
+#: nest (the scripts answer flat arrays), and how many items one array may hold.
+MAX_ANSWER = 1 << 20
+MAX_DEPTH = 2
+MAX_ITEMS = 64
+CLIENT_NAME = "fs-notes"
 
 # KEYS: nonce key, principal set, global set, epoch marker.
 # ARGV: nonce, principal, keep-until (ms), quota, bound, expected run_id, marker, replid.
@@ -137,53 +168,26 @@ class RedisReplayStore:
     ) -> None:
         if max_rows < 1 or (per_principal is not None and per_principal < 1) or timeout <= 0:
             raise ValueError("max_rows, per_principal and timeout must be positive")
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-
         self._loc = location
         self._timeout = timeout
         self._max_rows = max_rows
         self._per_principal = per_principal if per_principal is not None else max_rows
-        # ValueError and TypeError too: redis-py and the socket layer raise them for input
-        # they refuse late (a name the IDNA codec cannot encode, say): still not claimed.
-        self._errors: tuple[type[BaseException], ...] = (
-            redis.RedisError, OSError, ValueError, TypeError,
-        )  # fmt: skip
+        # ValueError and TypeError too: the socket layer raises them for input it refuses late
+        # (a name the IDNA codec cannot encode, a principal that is not UTF-8): not claimed.
+        self._errors: tuple[type[BaseException], ...] = (RedisError, OSError, ValueError, TypeError)
         self._tag = "{" + location.key_prefix + "}"
-        kwargs: dict[str, Any] = {
-            "host": location.host,
-            "port": location.port,
-            "db": location.db,
-            "username": location.username,
-            "password": location.password,
-            "socket_timeout": timeout,
-            "socket_connect_timeout": timeout,
-            "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
-            "health_check_interval": 30,
-            "client_name": "fs-notes",
-            # RESP2: AUTH, not HELLO (a server without HELLO echoed its arguments), and the pool
-            # then checks a reused connection for stray data (redis-py skips that check with
-            # RESP3's maintenance notifications on).
-            "protocol": 2,
-            "connection_class": _connection_class(),
-            "command_timeout": timeout,
-            "tls_context": _tls_context(location) if location.tls else None,
-            "tls_server_name": location.server_name or location.host,
-        }
-        self._pool = redis.ConnectionPool(**kwargs)
-        self._client = redis.Redis(connection_pool=self._pool)
-        self._claim = self._client.register_script(_CLAIM)
-        self._epoch = self._client.register_script(_EPOCH)
-        self._lock = threading.Lock()
+        tls = _tls_context(location) if location.tls else None
+        self._redis = _Client(location, timeout, tls)
+        self._claim = _Script(self._redis, _CLAIM)
+        self._epoch = _Script(self._redis, _EPOCH)
 
     def describe(self) -> str:
         return self._loc.describe()
 
-    def _call(self) -> _CallDeadline:
-        """One deadline for everything one store call sends and reads (handshake, health
-        check, script load, retry): `CALL_BUDGET` times the timeout."""
-        return _CallDeadline(self._timeout * CALL_BUDGET)
+    def _deadline(self) -> float:
+        """When everything one store call does (connecting, handshake, health check, script
+        load, retry) must be over: `CALL_BUDGET` times the timeout from now."""
+        return time.monotonic() + self._timeout * CALL_BUDGET
 
     @property
     def location(self) -> RedisLocation:
@@ -193,7 +197,7 @@ class RedisReplayStore:
         return f"{self._tag}:{kind}:{name}"
 
     def _fail(self, what: str, exc: BaseException) -> StoreUnavailable:
-        # redis-py's messages name the host and port, never the password.
+        # The client's messages name the host and port, never the password.
         text = str(exc)
         # A server that does not know a command repeats its arguments (AUTH's password among
         # them, cut to 128 bytes, so possibly only a part of it): never pass them on.
@@ -201,16 +205,16 @@ class RedisReplayStore:
         if self._loc.password:
             text = text.replace(self._loc.password, "<password>")
         text = text.replace("\n", " ")[:300]
-        return StoreUnavailable(f"{self.describe()}: {what}: {type(exc).__name__}: {text}")
+        kind = exc.kind if isinstance(exc, RedisError) else type(exc).__name__
+        return StoreUnavailable(f"{self.describe()}: {what}: {kind}: {text}")
 
     def epoch(self) -> str:
         """This store's current epoch (run_id.marker); StoreUnavailable if Redis does not
         answer or evicts keys."""
         try:
-            with self._call():
-                answer = self._epoch(
-                    keys=[self._key("epoch", "marker")], args=[secrets.token_hex(16)]
-                )
+            answer = self._epoch(
+                self._deadline(), keys=[self._key("epoch", "marker")], args=[secrets.token_hex(16)]
+            )
             run, policy, marker, replid, role = (_text(v) for v in answer)
         except self._errors as exc:
             raise self._fail("the epoch could not be read", exc) from None
@@ -227,8 +231,7 @@ class RedisReplayStore:
         out: dict[str, Any] = {"store": self.describe()}
         try:
             epoch = self.epoch()
-            with self._call():
-                version = self._client.info("server").get("redis_version")
+            version = self._redis.info(self._deadline(), "server").get("redis_version")
         except StoreUnavailable as exc:
             return {**out, "answers": False, "error": str(exc)}
         except self._errors as exc:
@@ -247,25 +250,25 @@ class RedisReplayStore:
             raise EpochChanged("the state was sealed without this store's epoch")
         run, replid, marker = parts
         try:
-            with self._call():
-                result = self._claim(
-                    keys=[
-                        self._key("n", nonce),
-                        self._key("p", principal.encode("utf-8", "surrogatepass").hex() or "-"),
-                        f"{self._tag}:all",
-                        self._key("epoch", "marker"),
-                    ],
-                    args=[
-                        nonce,
-                        principal,
-                        int(keep_until * 1000),
-                        self._per_principal,
-                        self._max_rows,
-                        run,
-                        marker,
-                        replid,
-                    ],
-                )
+            result = self._claim(
+                self._deadline(),
+                keys=[
+                    self._key("n", nonce),
+                    self._key("p", principal.encode("utf-8", "surrogatepass").hex() or "-"),
+                    f"{self._tag}:all",
+                    self._key("epoch", "marker"),
+                ],
+                args=[
+                    nonce,
+                    principal,
+                    int(keep_until * 1000),
+                    self._per_principal,
+                    self._max_rows,
+                    run,
+                    marker,
+                    replid,
+                ],
+            )
         except self._errors as exc:
             raise self._fail("the claim could not be recorded", exc) from None
         try:
@@ -302,13 +305,12 @@ class RedisReplayStore:
 
     def is_spent(self, nonce: str) -> bool:
         try:
-            with self._call():
-                return bool(self._client.exists(self._key("n", nonce)))
+            return bool(self._redis.command(self._deadline(), "EXISTS", self._key("n", nonce)))
         except self._errors as exc:
             raise self._fail("the nonce could not be looked up", exc) from None
 
     def close(self) -> None:
-        self._pool.disconnect()
+        self._redis.close()
 
     def __enter__(self) -> RedisReplayStore:
         return self
@@ -335,124 +337,401 @@ def _eviction(where: str, policy: str) -> str:
     )
 
 
-_CALL = threading.local()
+class RedisError(Exception):
+    """What the client raises. `kind` names it in messages: the names redis-py gave these
+    errors, which operators (and docs/deploy.md) know."""
+
+    kind = "RedisError"
 
 
-class _CallDeadline:
-    """While entered, every send and receive of this thread's store sockets ends by then."""
+class _Disconnected(RedisError):
+    """The connection failed (refused, reset, closed, TLS): the only error retried."""
 
-    def __init__(self, budget: float) -> None:
-        self._budget = budget
-
-    def __enter__(self) -> None:
-        _CALL.deadline = time.monotonic() + self._budget
-
-    def __exit__(self, *exc: object) -> None:
-        _CALL.deadline = None
+    kind = "ConnectionError"
 
 
-class _DeadlineSocket:
-    """A connected socket whose sends and receives for one command take at most `budget`
-    seconds together (a socket timeout bounds each read; a peer trickling one byte at a time
-    would never trip it). `start()` begins a command; everything else is the socket's."""
+class _Timeout(RedisError):
+    kind = "TimeoutError"
 
-    def __init__(self, sock: Any, budget: float) -> None:
-        self._sock = sock
-        self._budget = budget
-        self._deadline: float | None = None
 
-    def start(self) -> None:
-        self._deadline = time.monotonic() + self._budget
+class _BadAnswer(RedisError):
+    """Not RESP2, or past the bounds (MAX_ANSWER, MAX_DEPTH, MAX_ITEMS)."""
 
-    def finish(self) -> None:
-        self._deadline = None
+    kind = "InvalidResponse"
 
-    def _bounded(self, call: Any, *args: Any) -> Any:
-        limits = [d for d in (self._deadline, getattr(_CALL, "deadline", None)) if d is not None]
-        if not limits:
-            return call(*args)
-        left = min(limits) - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the replay store took longer than its deadline")
-        before = self._sock.gettimeout()
-        self._sock.settimeout(left if before is None else min(before, left))
+
+class _Refused(RedisError):
+    """An error answer of the server (`-CODE message`); the connection is fine."""
+
+    def __init__(self, message: str, kind: str = "ResponseError") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class _AuthRefused(_Refused):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "AuthenticationError")
+
+
+class _NoScript(_Refused):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "NoScriptError")
+
+
+# An error answer's code, and the name of what it is (as redis-py names them); the code is cut
+# from the message for these, kept for any other.
+_CODES = {
+    "ERR": "ResponseError",
+    "WRONGPASS": "AuthenticationError",
+    "NOAUTH": "AuthenticationError",
+    "NOSCRIPT": "NoScriptError",
+    "NOPERM": "NoPermissionError",
+    "OOM": "OutOfMemoryError",
+    "READONLY": "ReadOnlyError",
+    "LOADING": "BusyLoadingError",
+    "MASTERDOWN": "MasterDownError",
+    "EXECABORT": "ExecAbortError",
+}
+
+
+def _refused(text: str) -> _Refused:
+    code, _, rest = text.partition(" ")
+    if code not in _CODES:
+        return _Refused(text)
+    kind = _CODES[code]
+    if code == "ERR" and (
+        rest == "invalid password" or "called without any password configured" in rest
+    ):
+        kind = "AuthenticationError"
+    if kind == "AuthenticationError":
+        return _AuthRefused(rest)
+    if kind == "NoScriptError":
+        return _NoScript(rest)
+    return _Refused(rest, kind)
+
+
+def _pack(args: Sequence[object]) -> bytes:
+    """A command as RESP2 sends it: an array of bulk strings."""
+    out = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, bytes):
+            data = arg
+        elif isinstance(arg, str):
+            data = arg.encode("utf-8")  # strict: UnicodeEncodeError is a ValueError
+        elif isinstance(arg, int) and not isinstance(arg, bool):
+            data = str(arg).encode()
+        else:
+            raise TypeError(f"a command argument of type {type(arg).__name__}")
+        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
+
+
+def _left(end: float) -> float:
+    """The seconds until `end`; the built-in TimeoutError once it has passed."""
+    left = end - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the replay store took longer than its deadline")
+    return left
+
+
+def _os_error(exc: OSError) -> tuple[object, object]:
+    if len(exc.args) == 1:
+        return "UNKNOWN", exc.args[0]
+    return (exc.args[0], exc.args[1]) if exc.args else ("UNKNOWN", type(exc).__name__)
+
+
+class _Connection:
+    """One socket to Redis. `execute` sends one command and reads its whole answer, every
+    send and receive given what is left of `timeout` from its start and of the call's
+    deadline (a socket timeout alone bounds each read: a peer trickling one byte at a time
+    would never trip it)."""
+
+    def __init__(self, sock: socket.socket, where: str, timeout: float, generation: int) -> None:
+        self.sock = sock
+        self.where = where
+        self.timeout = timeout
+        self.generation = generation
+        self.next_health_check = time.monotonic() + HEALTH_CHECK_INTERVAL
+        self._buf = bytearray()
+        self._read = 0  # bytes received for the answer being read
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def __del__(self) -> None:  # a connection dropped without close (a forked child's)
+        with contextlib.suppress(Exception):
+            self.sock.close()
+
+    def execute(self, command: bytes, deadline: float) -> Any:
+        """The answer to `command` (packed); an error answer is returned, not raised (the
+        connection is fine). Any exception leaves the connection unusable: close it."""
+        end = min(deadline, time.monotonic() + self.timeout)
+        self._send(command, end)
+        self._read = len(self._buf)
+        answer = self._answer(end, 0)
+        self.next_health_check = time.monotonic() + HEALTH_CHECK_INTERVAL
+        return answer
+
+    def stray(self) -> bool:
+        """Whether anything waits on this idle connection (a stray answer, or the server's
+        close): then it must not be used again."""
+        if self._buf:
+            return True
         try:
-            return call(*args)
-        finally:
-            self._sock.settimeout(before)
+            self.sock.settimeout(0.0)
+            self.sock.recv(1)  # data, or b"" at the server's close
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return False
+        except OSError:
+            return True
+        return True
 
-    def recv(self, *args: Any) -> Any:
-        return self._bounded(self._sock.recv, *args)
+    def _send(self, data: bytes, end: float) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                self.sock.settimeout(_left(end))
+                view = view[self.sock.send(view) :]
+        except TimeoutError:
+            raise _Timeout("Timeout writing to socket") from None
+        except OSError as exc:
+            errno, message = _os_error(exc)
+            raise _Disconnected(f"Error {errno} while writing to socket. {message}.") from None
 
-    def recv_into(self, *args: Any) -> Any:
-        return self._bounded(self._sock.recv_into, *args)
+    def _fill(self, end: float) -> None:
+        try:
+            self.sock.settimeout(_left(end))
+            chunk = self.sock.recv(65536)
+        except TimeoutError:
+            raise _Timeout(f"Timeout reading from {self.where}") from None
+        except OSError as exc:
+            raise _Disconnected(f"Error while reading from {self.where} : {exc.args}") from None
+        if not chunk:
+            raise _Disconnected("Connection closed by server.")
+        self._read += len(chunk)
+        if self._read > MAX_ANSWER:
+            raise _BadAnswer(f"an answer longer than {MAX_ANSWER} bytes")
+        self._buf += chunk
 
-    def sendall(self, *args: Any) -> Any:
-        return self._bounded(self._sock.sendall, *args)
+    def _line(self, end: float) -> bytes:
+        while (at := self._buf.find(b"\r\n")) < 0:
+            self._fill(end)
+        line = bytes(self._buf[:at])
+        del self._buf[: at + 2]
+        return line
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
+    def _exact(self, size: int, end: float) -> bytes:
+        while len(self._buf) < size:
+            self._fill(end)
+        data = bytes(self._buf[:size])
+        del self._buf[:size]
+        return data
+
+    def _answer(self, end: float, depth: int) -> Any:
+        line = self._line(end)
+        mark, rest = line[:1], line[1:]
+        if mark == b"+":
+            return rest
+        if mark == b"-":
+            return _refused(rest.decode("utf-8", "replace"))
+        try:
+            if mark not in (b":", b"$", b"*"):
+                raise ValueError(mark)
+            number = int(rest)
+        except ValueError:
+            raise _BadAnswer(f"Protocol Error: {line[:64]!r}") from None
+        if mark == b":":
+            return number
+        if number == -1:
+            return None
+        if mark == b"$":
+            if not 0 <= number <= MAX_ANSWER:
+                raise _BadAnswer(f"a bulk string of {number} bytes")
+            data = self._exact(number + 2, end)
+            if not data.endswith(b"\r\n"):
+                raise _BadAnswer("a bulk string not ended by CRLF")
+            return data[:-2]
+        if not 0 <= number <= MAX_ITEMS or depth >= MAX_DEPTH:
+            raise _BadAnswer(f"an array of {number} items at depth {depth}")
+        return [self._answer(end, depth + 1) for _ in range(number)]
 
 
-def _connection_class() -> type:
-    """redis-py's TCP connection with a deadline per command, in our TLS context when there is
-    one (redis-py's own SSLConnection builds its context, and reads the CA files, at every
-    connect: after self-confinement those reads are refused), and one connection attempt per
-    command attempt (its retry object would otherwise retry the connect inside the command's
-    retry). Overrides redis-py internals (`_connect`, `connect_check_health`): redis>=8.1,<9."""
-    from redis.connection import Connection
+class _Client:
+    """The replay store's commands over a pool of `_Connection`s (the module docstring says
+    which, and why not redis-py). Thread-safe: a connection serves one command at a time."""
 
-    class StoreConnection(Connection):
-        def __init__(
-            self,
-            *,
-            command_timeout: float,
-            tls_context: ssl.SSLContext | None,
-            tls_server_name: str,
-            **kwargs: Any,
-        ) -> None:
-            self._command_timeout = command_timeout
-            self._tls_context = tls_context
-            self._tls_server_name = tls_server_name
-            super().__init__(**kwargs)  # type: ignore[no-untyped-call]
+    def __init__(self, location: RedisLocation, timeout: float, tls: ssl.SSLContext | None):
+        self._loc = location
+        self._timeout = timeout
+        self._tls = tls
+        self._where = f"{location.host}:{location.port}"
+        self._lock = threading.Lock()
+        self._idle: list[_Connection] = []
+        self._pid = os.getpid()
+        self._generation = 0  # connections made before the last close() are not pooled again
 
-        def _connect(self) -> Any:
-            sock = super()._connect()  # type: ignore[no-untyped-call]
-            if self._tls_context is not None:
+    def command(self, deadline: float, *args: object) -> Any:
+        """The answer to one command (an error answer raised as `_Refused`), by `deadline`.
+        Retried once, on a new connection, after a connection error only."""
+        packed = _pack(args)
+        for attempt in range(2):
+            conn: _Connection | None = None
+            try:
+                conn = self._connection(deadline)
+                answer = conn.execute(packed, deadline)
+            except _Disconnected:
+                if conn is not None:
+                    conn.close()
+                if attempt or time.monotonic() >= deadline:
+                    raise
+                continue
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
+            self._give(conn)
+            if isinstance(answer, RedisError):
+                raise answer
+            return answer
+        raise AssertionError("not reached")
+
+    def info(self, deadline: float, section: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for line in _text(self.command(deadline, "INFO", section)).splitlines():
+            key, colon, value = line.partition(":")
+            if colon and not key.startswith("#"):
+                out[key] = value
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._generation += 1
+        for conn in idle:
+            conn.close()
+
+    def _take(self) -> _Connection | None:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's connections are its own
+                self._idle, self._pid = [], os.getpid()
+                self._generation += 1
+            return self._idle.pop() if self._idle else None
+
+    def _give(self, conn: _Connection) -> None:
+        with self._lock:
+            if conn.generation == self._generation and self._pid == os.getpid():
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _connection(self, deadline: float) -> _Connection:
+        """A pooled connection with nothing waiting on it (PINGed if idle for long), else a
+        new one."""
+        while (conn := self._take()) is not None:
+            if conn.stray():
+                conn.close()
+                continue
+            if time.monotonic() < conn.next_health_check:
+                return conn
+            try:
+                answer = conn.execute(_pack(("PING",)), deadline)
+            except _Disconnected:
+                answer = None
+            except BaseException:
+                conn.close()
+                raise
+            if answer == b"PONG":
+                return conn
+            conn.close()  # a failed health check: a new connection instead
+            break
+        return self._open(deadline)
+
+    def _open(self, deadline: float) -> _Connection:
+        generation = self._generation
+        try:
+            sock = self._tcp(deadline)
+            if self._tls is not None:
                 try:
-                    sock = self._tls_context.wrap_socket(
-                        sock, server_hostname=self._tls_server_name
+                    sock.settimeout(_left(min(deadline, time.monotonic() + self._timeout)))
+                    sock = self._tls.wrap_socket(
+                        sock, server_hostname=self._loc.server_name or self._loc.host
                     )
-                except (OSError, ssl.SSLError, ValueError):
+                except BaseException:
                     sock.close()
                     raise
-            return _DeadlineSocket(sock, self._command_timeout)
+        except TimeoutError:
+            raise _Timeout("Timeout connecting to server") from None
+        except OSError as exc:
+            if not exc.args:
+                raise _Disconnected(f"Error connecting to {self._where}.") from None
+            if len(exc.args) == 1:
+                message = f"Error {exc.args[0]} connecting to {self._where}."
+            else:
+                message = f"Error {exc.args[0]} connecting to {self._where}. {exc.args[1]}."
+            raise _Disconnected(message) from None
+        conn = _Connection(sock, self._where, self._timeout, generation)
+        try:
+            self._handshake(conn, deadline)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
-        def connect_check_health(
-            self, check_health: bool = True, retry_socket_connect: bool = True
-        ) -> Any:
-            return super().connect_check_health(
-                check_health=check_health, retry_socket_connect=False
-            )
-
-        def send_packed_command(self, command: Any, check_health: bool = True) -> Any:
-            # Connect and check health first (each with deadlines of their own: their
-            # read_response ends its deadline), then start this command's.
-            if not self._sock:
-                self.connect_check_health(check_health=False)
-            if check_health:
-                self.check_health()  # type: ignore[no-untyped-call]
-            if isinstance(self._sock, _DeadlineSocket):
-                self._sock.start()
-            return super().send_packed_command(  # type: ignore[no-untyped-call]
-                command, check_health=False
-            )
-
-        def read_response(self, *args: Any, **kwargs: Any) -> Any:
+    def _tcp(self, deadline: float) -> socket.socket:
+        """A TCP connection to the first address of the host that takes one, each attempt
+        bounded by the timeout and the call's deadline."""
+        error: OSError | None = None
+        addresses = socket.getaddrinfo(self._loc.host, self._loc.port, 0, socket.SOCK_STREAM)
+        for family, kind, proto, _name, address in addresses:
+            sock = socket.socket(family, kind, proto)
             try:
-                return super().read_response(*args, **kwargs)
-            finally:
-                if isinstance(self._sock, _DeadlineSocket):
-                    self._sock.finish()
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.settimeout(_left(min(deadline, time.monotonic() + self._timeout)))
+                sock.connect(address)
+            except OSError as exc:
+                sock.close()
+                error = exc
+                continue
+            return sock
+        raise error or OSError("socket.getaddrinfo returned an empty list")
 
-    return StoreConnection
+    def _handshake(self, conn: _Connection, deadline: float) -> None:
+        loc = self._loc
+        if loc.username or loc.password:
+            password = loc.password or ""
+            auth = ("AUTH", loc.username, password) if loc.username else ("AUTH", password)
+            answer = conn.execute(_pack(auth), deadline)
+            if loc.username and "wrong number of arguments for 'auth'" in str(answer).lower():
+                answer = conn.execute(_pack(("AUTH", password)), deadline)  # before Redis 6
+            _ok(answer, _AuthRefused("Invalid Username or Password"))
+        setname = conn.execute(_pack(("CLIENT", "SETNAME", CLIENT_NAME)), deadline)
+        _ok(setname, _Disconnected("Error setting client name"))
+        if loc.db:
+            selected = conn.execute(_pack(("SELECT", loc.db)), deadline)
+            _ok(selected, _Disconnected("Invalid Database"))
+
+
+def _ok(answer: object, otherwise: RedisError) -> None:
+    if isinstance(answer, RedisError):
+        raise answer
+    if answer != b"OK":
+        raise otherwise
+
+
+class _Script:
+    """A Lua script run by its SHA-1 (`EVALSHA`), loaded (`SCRIPT LOAD`) when Redis does not
+    know it yet, after a restart or `SCRIPT FLUSH`; never `EVAL`."""
+
+    def __init__(self, client: _Client, source: str) -> None:
+        self._client = client
+        self._source = source
+        self._sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+
+    def __call__(self, deadline: float, *, keys: list[str], args: list[object]) -> Any:
+        command = ("EVALSHA", self._sha, len(keys), *keys, *args)
+        try:
+            return self._client.command(deadline, *command)
+        except _NoScript:
+            self._client.command(deadline, "SCRIPT", "LOAD", self._source)
+            return self._client.command(deadline, *command)

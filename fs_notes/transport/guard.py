@@ -22,6 +22,30 @@ Guarantees, for the server `run` starts (transport/http.py):
 Does not: tell authenticated from unauthenticated connections (it runs before any header is
 read: one bound for all, sized so that the rest of the server keeps working), or limit requests
 per principal (transport/http.py does, once the token is known).
+
+Built on uvicorn's internals, not its documented interface, and why. uvicorn documents
+`limit_concurrency` (a 503 for requests past N connections or tasks: nothing is evicted, and
+a connection that never sends a request keeps its place), `timeout_keep_alive` (only between
+requests, used above) and `h11_max_incomplete_event_size` (bytes, not time); it has no
+whole-request timeout, no bound on answers left unread, and no documented way to hand it one
+accepted connection (`Server.serve(sockets=...)` takes listening sockets), so a server of our
+own in front would have to parse HTTP itself to know when a request is in and an answer done:
+a second HTTP server relaying every byte. So this subclasses uvicorn's h11 protocol and
+relies on, exactly (tests/test_dependency_contracts.py checks each on the installed uvicorn,
+and pyproject.toml bounds uvicorn to the releases it was checked on):
+- `uvicorn.Config(http=CLASS)` takes a protocol class (its signature says so; the docs name
+  only "auto", "h11", "httptools"), which `Config.load()` keeps as `http_protocol_class` and
+  `uvicorn.Server` instantiates per connection with `config=`, `server_state=`,
+  `app_state=`, `_loop=` (this class keeps H11Protocol's `__init__`).
+- `uvicorn.protocols.http.h11_impl.H11Protocol` (an undocumented module): the methods
+  overridden here, each calling the original (through super()): `connection_made`,
+  `data_received`, `on_response_complete` (uvicorn's own: the cycle calls it when an answer
+  is complete; it arms the keep-alive timer and runs a pipelined request's events),
+  `pause_writing`, `resume_writing`, `connection_lost`; and the attributes they read:
+  `connections` (the server's set of open protocols, which `connection_made` has joined when
+  it returns and `connection_lost` leaves), `transport`, `loop`, `conn` (the h11.Connection),
+  `cycle` (None before the first request) and its `response_complete`.
+- h11's documented `Connection.their_state`, `IDLE` and `SEND_BODY`.
 """
 
 from __future__ import annotations
