@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,7 +13,9 @@ from layers import Verdict, requirement
 from fs_notes.compose import open_roots
 from fs_notes.policy import Policy
 from fs_notes.sandbox.confined import OsLayer
+from fs_notes.sandbox.errors import ConfinementError
 from fs_notes.sandbox.probe import HostReport, probe
+from fs_notes.sandbox.supervisor import ConfinedWorker
 
 
 def policy_for(ws: Path, sandbox: str = "landlock") -> Policy:
@@ -49,6 +52,26 @@ def needed(layer: Literal["landlock", "chroot", "view", "root"]) -> Verdict:
     if verdict == "skip":
         pytest.skip(why)
     return verdict
+
+
+def only_where(layer: Literal["landlock", "chroot", "view", "root"]) -> None:
+    """For a test that proves nothing without `layer`: "fail" fails it, and any verdict of
+    tests/layers.py but "run" skips it."""
+    if needed(layer) != "run":
+        pytest.skip(requirement(layer)[1])
+
+
+def layer_runs(mode: str, worker: type[ConfinedWorker] = ConfinedWorker) -> bool:
+    """For a test of a worker's mode: "none" always runs; "landlock" and "chroot" fail or
+    skip per tests/layers.py, or are False when Landlock is hidden (tests/hide_landlock.py),
+    after proving the fail-closed rule there: a landlock `worker` refuses to start."""
+    if mode not in ("landlock", "chroot"):
+        return True
+    if needed(mode) == "hidden":  # type: ignore[arg-type]
+        with pytest.raises(ConfinementError):
+            worker(os.getcwd(), "delete", "landlock")
+        return False
+    return True
 
 
 def host_mode() -> str:

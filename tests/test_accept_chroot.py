@@ -11,19 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-from layers import requirement
+from oslayer import needed
 from wire import REPO, StdioServer, call_tool, child_env
 
 HIDE = (sys.executable, str(REPO / "tests" / "hide_landlock.py"))
-
-
-def _needs_chroot() -> None:
-    verdict, why = requirement("chroot")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
 
 
 def _create(folder: Path, *extra: str) -> tuple[dict[str, object], str]:
@@ -42,7 +33,7 @@ def _create(folder: Path, *extra: str) -> tuple[dict[str, object], str]:
 def test_without_landlock_the_refusal_and_the_log_say_how_to_accept_chroot(
     tmp_path: Path,
 ) -> None:
-    _needs_chroot()
+    needed("chroot")
     folder = tmp_path / "notes"
     folder.mkdir()
     result, stderr = _create(folder)
@@ -56,7 +47,7 @@ def test_without_landlock_the_refusal_and_the_log_say_how_to_accept_chroot(
 
 
 def test_serve_folder_sandbox_chroot_accepts_chroot_and_says_so(tmp_path: Path) -> None:
-    _needs_chroot()
+    needed("chroot")
     folder = tmp_path / "notes"
     folder.mkdir()
     result, stderr = _create(folder, "--sandbox", "chroot")

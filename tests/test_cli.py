@@ -16,14 +16,7 @@ import fs_notes
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fs_notes", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env=child_env(),
-    )
+    return _run_as(child_env(), *args)
 
 
 def test_a_bad_policy_stops_serve_with_exit_2_naming_file_line_and_field(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import psutil
 import pytest
 from layers import requirement
 from oslayer import chroot_only, host_mode, make_layer, nothing_enforceable, policy_for
+from test_fs_support import one_note
 from wire import REPO, StdioServer, call_tool, child_env
 
 from fs_notes.fs import WorkspaceRoot
@@ -72,9 +73,7 @@ def _alive(pids: list[int]) -> list[int]:
 
 @pytest.fixture
 def notes(tmp_path: Path) -> Path:
-    ws = tmp_path / "notes"
-    ws.mkdir()
-    (ws / "a.md").write_text("# A\n")
+    ws = one_note(tmp_path)
     (tmp_path / "outside.md").write_text("# outside\n")
     return ws
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from policy_text import two_principals_share_notes
 from wire import HttpServer, StdioServer, call_tool, child_env, http_server, stdio_server
 
 FORM: dict[str, object] = {"elicitation": {"form": {}}}
@@ -290,27 +291,6 @@ def test_a_folder_swapped_for_a_symlink_between_rounds_deletes_nothing(
     assert (tmp_path / "outside" / "tps.md").exists() and (tmp_path / "moved" / "tps.md").exists()
 
 
-POLICY = """
-[[principal]]
-name = "alice"
-token_sha256 = "{alice}"
-[[principal]]
-name = "bob"
-token_sha256 = "{bob}"
-[[workspace]]
-name = "notes"
-path = "{path}"
-[[grant]]
-principal = "alice"
-workspace = "notes"
-operations = ["read", "write", "delete"]
-[[grant]]
-principal = "bob"
-workspace = "notes"
-operations = ["read", "write", "delete"]
-"""
-
-
 def test_another_principal_cannot_use_the_confirmation_over_http(
     ws: Path, tmp_path: Path, keyfile: Path
 ) -> None:
@@ -319,10 +299,8 @@ def test_another_principal_cannot_use_the_confirmation_over_http(
     alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
     policy = tmp_path / "policy.toml"
     policy.write_text(
-        POLICY.format(
-            alice=hashlib.sha256(alice.encode()).hexdigest(),
-            bob=hashlib.sha256(bob.encode()).hexdigest(),
-            path=ws,
+        two_principals_share_notes(
+            ws, hashlib.sha256(alice.encode()).hexdigest(), hashlib.sha256(bob.encode()).hexdigest()
         )
     )
     args = (

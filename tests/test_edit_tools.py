@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from inprocess import InProcess
 from oslayer import host_mode, make_layer, policy_for
+from wire import tool_text
 
 import fs_notes.fs.fileops as fileops
 import fs_notes.fs.root as fs_root
@@ -66,11 +67,6 @@ def call(ws: Path, tmp_path: Path) -> Iterator[Call]:
     srv.replay.close()
 
 
-def _text(result: dict[str, Any]) -> str:
-    text: str = result["content"][0]["text"]
-    return text
-
-
 def _ident(path: Path) -> Identity:
     return Identity.of(os.stat(path))
 
@@ -121,7 +117,7 @@ def test_an_expected_version_that_is_no_version_is_refused(ws: Path, call: Call)
     before = _ident(ws / "j.md")
     result = call("notes_append", {"id": "j.md", "content": "x", "expectedVersion": "v1:abc"})
     assert result["isError"] is True
-    assert _text(result) == (
+    assert tool_text(result) == (
         'invalid expectedVersion: pass the version notes_read returned ("v1:" and 32 '
         "hexadecimal digits)"
     )
@@ -140,7 +136,7 @@ def test_an_update_with_a_version_read_before_someone_else_wrote_is_refused(
     theirs = _ident(note)
     result = call("notes_update", {"id": "j.md", "content": "# mine\n", "expectedVersion": seen})
     text, data = _mismatch("j.md", seen)
-    assert result["isError"] is True and _text(result) == text
+    assert result["isError"] is True and tool_text(result) == text
     assert result["structuredContent"] == data
     assert note.read_text() == JOURNAL + "- tuesday: someone else's line\n"
     assert _ident(note) == theirs  # not even rewritten with the same bytes
@@ -163,11 +159,12 @@ def test_append_adds_exactly_the_text_and_refuses_a_stale_version(ws: Path, call
     assert done["structuredContent"] == {
         "id": "j.md", "size": size, "appended": 15, "version": _version(note),
     }  # fmt: skip
-    assert _text(done) == f"appended 15 bytes to j.md ({size} bytes, version {_version(note)})"
+    assert tool_text(done) == f"appended 15 bytes to j.md ({size} bytes, version {_version(note)})"
     before = _ident(note)
     stale = call("notes_append", {"id": "j.md", "content": "twice?\n", "expectedVersion": seen})
     text, data = _mismatch("j.md", seen)
-    assert stale["isError"] is True and _text(stale) == text and stale["structuredContent"] == data
+    assert stale["isError"] is True and tool_text(stale) == text
+    assert stale["structuredContent"] == data
     assert _ident(note) == before and note.read_text() == JOURNAL + "- tuesday: sun\n"
 
 
@@ -227,7 +224,7 @@ def test_edit_applies_every_edit_and_returns_the_unified_diff(ws: Path, call: Ca
         "id": "j.md", "size": 20, "version": _version(note), "diff": diff, "dryRun": False,
         "edits": 2,
     }  # fmt: skip
-    assert _text(done) == f"edited j.md (20 bytes, version {_version(note)})\n" + diff
+    assert tool_text(done) == f"edited j.md (20 bytes, version {_version(note)})\n" + diff
 
 
 @pytest.mark.parametrize(
@@ -258,7 +255,7 @@ def test_an_edit_that_does_not_match_exactly_once_changes_nothing(
     before = _ident(note)
     result = call("notes_edit", {"id": "j.md", "edits": edits})
     assert result["isError"] is True
-    assert _text(result) == f"refused: nothing was changed in j.md: {message}"
+    assert tool_text(result) == f"refused: nothing was changed in j.md: {message}"
     assert result["structuredContent"] == {"error": "editNotApplied", "id": "j.md", **data}
     assert _ident(note) == before and note.read_text() == JOURNAL
 
@@ -291,7 +288,7 @@ def test_a_note_that_is_not_utf8_is_not_edited_but_may_be_appended_to(ws: Path, 
     before = _ident(note)
     result = call("notes_edit", {"id": "bin.md", "edits": [{"oldText": "bytes", "newText": "x"}]})
     assert result["isError"] is True
-    assert _text(result) == (
+    assert tool_text(result) == (
         "refused: bin.md is not valid UTF-8 text, so it cannot be edited (nothing was written)"
     )
     assert _ident(note) == before
@@ -318,7 +315,7 @@ def test_the_result_is_held_to_the_read_limit(ws: Path, tmp_path: Path) -> None:
             root.close()
         srv.replay.close()
     assert result["isError"] is True
-    assert _text(result) == (
+    assert tool_text(result) == (
         f"refused: j.md would be {len(JOURNAL) + 5000} bytes, above this workspace's read limit "
         "of 4096 bytes; nothing was written"
     )
@@ -366,12 +363,12 @@ def test_a_note_swapped_between_the_read_and_the_write_is_refused(
         return
     assert result["isError"] is True
     if swap is _swap_to_symlink:
-        assert _text(result) == (
+        assert tool_text(result) == (
             "refused: j.md is not a note inside the workspace (symbolic links, '..' and other "
             "mounts are not followed)"
         )
     else:
-        assert _text(result) == "refused: j.md has more than one hard link"
+        assert tool_text(result) == "refused: j.md has more than one hard link"
     assert secret.read_text() == SECRET
 
 
@@ -512,7 +509,7 @@ def test_the_confined_worker_refuses_a_note_changed_after_the_tools_check(
     seen = _version(note)
     result = call("notes_update", {"id": "j.md", "content": "# mine\n", "expectedVersion": seen})
     text, data = _mismatch("j.md", seen)
-    assert result["isError"] is True and _text(result) == text
+    assert result["isError"] is True and tool_text(result) == text
     assert result["structuredContent"] == data
     assert note.read_text() == JOURNAL + "- theirs\n"
     assert [type(e) for e in refused] == [IdentityChanged]  # the worker said no

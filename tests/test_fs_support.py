@@ -117,6 +117,18 @@ def opened(path: Path, resolver: str, symlinks: str = "deny") -> WorkspaceRoot:
     return root
 
 
+def one_note(tmp_path: Path, *, outside: bool = False) -> Path:
+    """The folder tmp_path/notes holding one note, a.md ("# A"); with `outside`, the folder
+    tmp_path/outside beside it holds secret.md ("# secret")."""
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    (ws / "a.md").write_text("# A\n")
+    if outside:
+        (tmp_path / "outside").mkdir()
+        (tmp_path / "outside" / "secret.md").write_text("# secret\n")
+    return ws
+
+
 def empty_workspace(tmp_path: Path, resolver: str) -> Iterator[tuple[Path, WorkspaceRoot]]:
     """An empty workspace tmp_path/ws (plus tmp_path/outside/secret.md), opened by ``resolver``;
     for a module's ``ws`` fixture."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,9 +19,9 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from wire import REPO, HttpServer, child_env, http_server, write_secret
+from wire import HttpServer, sdk_stdio, token_http_server
 
 TOKEN = "sdk-legacy-token-0123456789abcdef"
 MODES = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28"}
@@ -60,14 +59,7 @@ class Elicitations:
 
 @asynccontextmanager
 async def _stdio_client(ws: Path, tmp: Path, mode: str, **kw: Any) -> AsyncIterator[Client]:
-    env = child_env()
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "fs_notes", "serve", str(ws), "--replay-db", str(tmp / "replay.db")],
-        env={k: env[k] for k in ("PYTHONPATH", "PATH", "XDG_STATE_HOME", "CI") if k in env}
-        | {"PYTHONPATH": str(REPO)},
-        cwd=str(REPO),
-    )
+    params = sdk_stdio(str(ws), "--replay-db", str(tmp / "replay.db"))
     async with Client(params, mode=mode, cache=None, read_timeout_seconds=30, **kw) as client:
         yield client
 
@@ -81,16 +73,7 @@ async def _http_client(url: str, mode: str, **kw: Any) -> AsyncIterator[Client]:
 
 
 def _http(ws: Path, tmp: Path) -> Any:
-    write_secret(tmp / "token", TOKEN)
-    return http_server(
-        str(ws),
-        "--token-file",
-        str(tmp / "token"),
-        "--replay-db",
-        str(tmp / "replay.db"),
-        tmp=tmp,
-        token=TOKEN,
-    )
+    return token_http_server(ws, "--replay-db", str(tmp / "replay.db"), tmp=tmp, token=TOKEN)
 
 
 async def _list_read_delete(client: Client, ws: Path, mode: str, action: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from policy_text import two_principals_share_notes
 from wire import (
     HttpServer,
     StdioServer,
@@ -25,6 +26,7 @@ from wire import (
     check_legacy,
     check_message,
     http_server,
+    sse_messages,
     stdio_server,
 )
 
@@ -233,31 +235,7 @@ def test_notes_summarize_reaches_a_legacy_client_through_sampling_create_message
 
 def _policy(tmp: Path, ws: Path) -> Path:
     policy = tmp / "policy.toml"
-    policy.write_text(
-        f"""
-[[principal]]
-name = "alice"
-token_sha256 = "{hash_token(TOKEN)}"
-
-[[principal]]
-name = "bob"
-token_sha256 = "{hash_token(OTHER_TOKEN)}"
-
-[[workspace]]
-name = "notes"
-path = "{ws}"
-
-[[grant]]
-principal = "alice"
-workspace = "notes"
-operations = ["read", "write", "delete"]
-
-[[grant]]
-principal = "bob"
-workspace = "notes"
-operations = ["read", "write", "delete"]
-"""
-    )
+    policy.write_text(two_principals_share_notes(ws, hash_token(TOKEN), hash_token(OTHER_TOKEN)))
     return policy
 
 
@@ -273,16 +251,6 @@ def http(ws: Path, tmp_path: Path) -> Iterator[HttpServer]:
         token=TOKEN,
     ) as server:
         yield server
-
-
-def _sse(response: httpx.Response) -> Iterator[dict[str, Any]]:
-    data: list[str] = []
-    for line in response.iter_lines():
-        if line.startswith("data:"):
-            data.append(line[5:].lstrip())
-        elif line == "" and data:
-            yield json.loads("\n".join(data))
-            data = []
 
 
 class LegacyHttp:
@@ -346,7 +314,7 @@ def test_a_legacy_http_client_deletes_through_an_sse_elicitation(
     with client.stream(_tool(3, "notes_delete", workspaceUri=_uri(ws), title="TPS report")) as r:
         assert r.status_code == 200
         assert r.headers["content-type"].startswith("text/event-stream")
-        events = _sse(r)
+        events = sse_messages(r)
         ask = next(events)
         check_legacy(ask)
         assert ask["method"] == "elicitation/create"
@@ -428,7 +396,7 @@ def test_modern_and_legacy_clients_delete_side_by_side_on_one_http_server(
     assert with_stray_session.status_code == 200
     check_message(with_stray_session.json(), "tools/call")  # still a modern answer
     with legacy.stream(_tool(3, "notes_delete", workspaceUri=_uri(ws), title="TPS report")) as r:
-        events = _sse(r)
+        events = sse_messages(r)
         ask = next(events)
         assert (
             legacy.post({"jsonrpc": "2.0", "id": ask["id"], "result": ACCEPT_TPS}).status_code
@@ -466,7 +434,7 @@ def test_a_client_that_drops_the_sse_stream_abandons_the_request_and_nothing_is_
     # reach the client, so a destructive call whose stream is gone is abandoned (fail closed).
     client = LegacyHttp(http, FORM)
     with client.stream(_tool(2, "notes_delete", workspaceUri=_uri(ws), title="TPS report")) as r:
-        ask = next(_sse(r))
+        ask = next(sse_messages(r))
     time.sleep(0.3)  # let the server see the closed connection
     late = client.post({"jsonrpc": "2.0", "id": ask["id"], "result": ACCEPT_TPS})
     assert late.status_code == 400  # nothing waits for that answer any more

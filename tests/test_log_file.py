@@ -14,23 +14,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from layers import requirement
+from oslayer import only_where
+from preludes import ATTEMPT, run_child
+from test_fs_support import one_note
 from wire import REPO, StdioServer, call_tool, child_env
 
 LINE = re.compile(r"^fs-notes (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: ")
 
 
-def _notes(tmp_path: Path) -> Path:
-    notes = tmp_path / "notes"
-    notes.mkdir()
-    (notes / "a.md").write_text("# A\n")
-    return notes
-
-
 def _refused(tmp_path: Path, name: Path) -> subprocess.CompletedProcess[str]:
+    notes = one_note(tmp_path)
     return subprocess.run(
-        [sys.executable, "-m", "fs_notes", "serve", str(_notes(tmp_path)), "--log-file", str(name)],
+        [sys.executable, "-m", "fs_notes", "serve", str(notes), "--log-file", str(name)],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -110,7 +106,7 @@ def test_a_log_file_inside_a_served_workspace_folder_is_refused(tmp_path: Path) 
     """The log holds note ids and principal names: inside a workspace it would be served (as a
     note, named .md), watched and readable with the notes. Refused with exit 2 before anything
     is made, also through a symlink to the folder; beside the folder it is accepted."""
-    notes = _notes(tmp_path)
+    notes = one_note(tmp_path)
     (tmp_path / "link").symlink_to(notes)
     for given in (notes / "server.log.md", notes / "sub" / "x.log", tmp_path / "link" / "s.log"):
         done = subprocess.run(
@@ -136,12 +132,8 @@ def test_a_log_file_inside_a_served_workspace_folder_is_refused(tmp_path: Path) 
 
 
 def test_rotation_works_in_the_confined_server_and_touches_no_name(tmp_path: Path) -> None:
-    verdict, why = requirement("landlock")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict != "run":
-        pytest.skip(why)
-    notes = _notes(tmp_path)
+    only_where("landlock")
+    notes = one_note(tmp_path)
     logs = tmp_path / "logs"
     logs.mkdir()
     log = logs / "server.log"
@@ -184,7 +176,9 @@ def test_rotation_works_in_the_confined_server_and_touches_no_name(tmp_path: Pat
     assert kept.splitlines()[-1].endswith("stdio transport closed")
 
 
-CONFINED_ROTATION = """
+CONFINED_ROTATION = (
+    ATTEMPT
+    + """
 import errno, json, logging, os, sys
 from fs_notes.logfile import RotatingLogFile
 from fs_notes.policy import Policy
@@ -196,13 +190,6 @@ handler.setFormatter(logging.Formatter("%(message)s"))
 done = confine_server(Policy.for_single_workspace(notes, "me", token_sha256=None), replay_db=None)
 out = {"enforced": done.enforced}
 
-def attempt(fn):
-    try:
-        fn()
-        return "ok"
-    except OSError as exc:
-        return errno.errorcode[exc.errno]
-
 # What logging.handlers.RotatingFileHandler would do, refused by the domain:
 out["rename"] = attempt(lambda: os.rename(path, path + ".1"))
 new = os.path.join(logs, "new")
@@ -213,6 +200,7 @@ for n in range(100):
 handler.close()
 print(json.dumps(out))
 """
+)
 
 
 def test_the_confined_process_cannot_rename_in_the_folder_yet_rotates(tmp_path: Path) -> None:
@@ -220,26 +208,11 @@ def test_the_confined_process_cannot_rename_in_the_folder_yet_rotates(tmp_path: 
     rename, create and reopen a name-based rotation needs are refused (EACCES; ENOENT as root,
     whose private view hides the folder first), and rotation within the open files still works:
     the last records in FILE, the ones before in FILE.1."""
-    verdict, why = requirement("landlock")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict != "run":
-        pytest.skip(why)
-    import json
-
-    notes = _notes(tmp_path)
+    only_where("landlock")
+    notes = one_note(tmp_path)
     logs = tmp_path / "logs"
     logs.mkdir()
-    proc = subprocess.run(
-        [sys.executable, "-c", CONFINED_ROTATION, str(notes), str(logs)],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        cwd=REPO,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.splitlines()[-1])
+    out = run_child(CONFINED_ROTATION, str(notes), str(logs))
     assert out["enforced"] is True
     refused = "ENOENT" if requirement("view")[0] == "run" else "EACCES"
     assert (out["rename"], out["create"], out["reopen"]) == (refused, refused, refused)

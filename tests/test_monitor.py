@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 from oslayer import needed
+from test_fs_support import one_note
 from test_selfconfine import PRELUDE, run_child
 from wire import REPO, child_env
 
@@ -64,13 +65,7 @@ def _root_or_unprivileged() -> bool:
 
 @pytest.fixture
 def folders(tmp_path: Path) -> tuple[Path, Path]:
-    ws = tmp_path / "notes"
-    ws.mkdir()
-    (ws / "a.md").write_text("# A\n")
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "secret.md").write_text("# secret\n")
-    return ws, outside
+    return one_note(tmp_path, outside=True), tmp_path / "outside"
 
 
 def test_a_root_server_holds_no_capability_and_its_monitor_only_what_the_workers_need(

@@ -17,7 +17,6 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from cluster import TOKEN, Cluster
-from wire import HttpServer, call_tool, check_legacy, check_message
+from wire import HttpServer, call_tool, check_legacy, check_message, sse_messages
 
 FORM: dict[str, Any] = {"elicitation": {"form": {}}}
 REFUSED = {"code": -32602, "message": "requestState is invalid or expired"}
@@ -273,16 +272,6 @@ def _legacy_headers(sid: str | None) -> dict[str, str]:
     return headers
 
 
-def _events(response: httpx.Response) -> Iterator[dict[str, Any]]:
-    data: list[str] = []
-    for line in response.iter_lines():
-        if line.startswith("data:"):
-            data.append(line[5:].lstrip())
-        elif line == "" and data:
-            yield json.loads("\n".join(data))
-            data = []
-
-
 def test_a_legacy_session_sticks_to_the_instance_that_opened_it(tmp_path: Path) -> None:
     """A 2025-11-25 client's session lives in one instance: the stick table sends every request
     naming it there, the answer to the confirmation form included (a second POST while the
@@ -310,7 +299,7 @@ def test_a_legacy_session_sticks_to_the_instance_that_opened_it(tmp_path: Path) 
         with lb.client.stream("POST", lb.url, content=json.dumps(call).encode(),
                               headers=_legacy_headers(sid)) as streamed:  # fmt: skip
             assert streamed.status_code == 200
-            events = _events(streamed)
+            events = sse_messages(streamed)
             ask = next(events)
             check_legacy(ask)
             assert ask["method"] == "elicitation/create"

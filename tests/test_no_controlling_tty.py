@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_fs_support import one_note
 from wire import REPO, child_env
 
 from fs_notes.sandbox.session import controlling_tty
@@ -39,9 +40,7 @@ def tty_nr(pid: int) -> int:
 def on_terminal(
     tmp_path: Path, *, first: bool = False
 ) -> Iterator[tuple[int, subprocess.Popen[bytes], Path]]:
-    notes = tmp_path / "notes"
-    notes.mkdir()
-    (notes / "a.md").write_text("# A\n")
+    notes = one_note(tmp_path)
     master, slave = os.openpty()
     err = tmp_path / "stderr"
     with open(err, "wb") as out:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from wire import (
+    TOOLS,
     HttpServer,
     StdioServer,
     check_legacy,
@@ -28,21 +29,6 @@ from wire import (
 )
 
 TOKEN = "test-token-0123456789abcdef"
-TOOLS = {
-    "notes_list",
-    "notes_read",
-    "notes_search",
-    "notes_tags",
-    "notes_links",
-    "notes_create",
-    "notes_update",
-    "notes_append",
-    "notes_edit",
-    "notes_move",
-    "notes_delete",
-    "notes_summarize",
-    "notes_workspaces",
-}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from mountns import command_prefix
-from test_fs_support import device_node
+from test_fs_support import device_node, one_note
 from wire import REPO, child_env
 
 from fs_notes.confirm.replay import ReplayStore
@@ -117,9 +117,7 @@ def test_a_log_file_in_a_bind_mount_of_a_workspace_folder_is_refused(tmp_path: P
     folder and its parents, it is refused as the symlinked path is. Positive control: the same
     folder through a symlink is refused (test_log_file.py)."""
     prefix = _unshare_works()
-    notes = tmp_path / "notes"
-    notes.mkdir()
-    (notes / "a.md").write_text("# A\n")
+    notes = one_note(tmp_path)
     alias = tmp_path / "alias"
     alias.mkdir()
     log = alias / "server.log.md"

@@ -14,7 +14,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from layers import requirement, status_field
+from layers import status_field
+from oslayer import needed
 
 from fs_notes.exercises.rawworker import RawWorker
 from fs_notes.sandbox.errors import OsRefused
@@ -22,14 +23,6 @@ from fs_notes.sandbox.supervisor import ConfinedWorker
 
 REPO = Path(__file__).resolve().parent.parent
 NOBODY = 65534
-
-
-def require_chroot() -> None:
-    verdict, why = requirement("chroot")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
 
 
 @pytest.fixture
@@ -47,7 +40,7 @@ def test_the_chroot_worker_keeps_only_the_capabilities_it_needs(
     # CAP_DAC_OVERRIDE (1) and CAP_FOWNER (3); the write worker also CAP_CHOWN (0). Everything
     # else, CAP_SYS_CHROOT and CAP_SYS_ADMIN (the chroot escapes) included, is gone, also from
     # the bounding set, so no exec can bring it back.
-    require_chroot()
+    needed("chroot")
     with ConfinedWorker(str(workspace), kind, "chroot") as worker:  # type: ignore[arg-type]
         pid = worker.pid
         assert pid is not None
@@ -67,7 +60,7 @@ def test_an_update_in_a_chroot_keeps_the_mode_and_gives_the_note_to_the_worker(
     # server that may fchown could give away any file it can open for reading), so an updated
     # note belongs to the worker's user, as a file saved by any editor does; its mode is kept
     # (the temp file is created with it, umask 0).
-    require_chroot()
+    needed("chroot")
     note = workspace / "n.md"
     note.write_bytes(b"old")
     if os.geteuid() == 0:  # someone else's note; a regular user's worker (uid 0 of a user
@@ -84,7 +77,7 @@ def test_an_update_in_a_chroot_keeps_the_mode_and_gives_the_note_to_the_worker(
 
 
 def test_absolute_paths_in_a_chroot_name_things_inside_the_workspace(workspace: Path) -> None:
-    require_chroot()
+    needed("chroot")
     outside = workspace.parent / "outside.md"
     decoy = workspace / outside.relative_to("/")
     decoy.parent.mkdir(parents=True)
@@ -104,7 +97,7 @@ def test_a_non_root_process_enters_the_chroot_through_a_user_namespace(tmp_path:
     # since the interpreter's files may not be readable by nobody); as a regular user the child
     # is one already. enter_chroot() must then unshare a user + mount namespace to be allowed to
     # chroot at all.
-    require_chroot()
+    needed("chroot")
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "inside.md").write_bytes(b"inside")

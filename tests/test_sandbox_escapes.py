@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from layers import requirement
+from oslayer import layer_runs
 
 from fs_notes.exercises.rawworker import RawWorker
-from fs_notes.sandbox.errors import ConfinementError, OsRefused
+from fs_notes.sandbox.errors import OsRefused
 
 MODES = ["landlock", "chroot", "none"]
 SECRET = b"outside secret\n"
@@ -42,23 +42,6 @@ CASES = [
 REFUSAL = {"landlock": errno.EACCES, "chroot": errno.ENOENT}
 
 
-def layer_runs(mode: str) -> bool:
-    """Fail, skip or go on per tests/layers.py; False when Landlock is hidden (then this has
-    already proved the fail-closed rule: a landlock worker refuses to start)."""
-    if mode not in ("landlock", "chroot"):
-        return True
-    verdict, why = requirement(mode)  # type: ignore[arg-type]
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
-    if verdict == "hidden":
-        with pytest.raises(ConfinementError):
-            RawWorker(os.getcwd(), "delete", "landlock")
-        return False
-    return True
-
-
 def start_worker(
     mode: str,
     workspace: Path,
@@ -68,7 +51,7 @@ def start_worker(
 ) -> RawWorker | None:
     """The attacker worker (bare syscalls after the real confinement); None when Landlock is
     hidden and it refused to start."""
-    if not layer_runs(mode):
+    if not layer_runs(mode, RawWorker):
         return None
     return RawWorker(
         str(workspace), kind, mode, passed_fds=passed_fds, keep_passed_fds=keep_passed_fds  # type: ignore[arg-type]

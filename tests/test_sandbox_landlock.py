@@ -9,71 +9,47 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 from layers import requirement
+from oslayer import needed
+from preludes import ATTEMPT, READ, REPO_ON_PATH, run_body
 
 from fs_notes.sandbox import landlock_abi as ll
 from fs_notes.sandbox.process import no_new_privs
 
-REPO = Path(__file__).resolve().parent.parent
 #: no_new_privs as the children inherit it: a refusal leaves it so (nothing was applied). Set
 #: already where tests/hide_landlock.py loaded its filter as a regular user (which needs it).
 INHERITED_NNP = no_new_privs()
 
-PRELUDE = f"""
+PRELUDE = (
+    REPO_ON_PATH
+    + """
 import errno, json, os, socket, sys, threading
-sys.path.insert(0, {str(REPO)!r})
 from fs_notes.sandbox import landlock_abi as ll
 from fs_notes.sandbox.confine import confine
 from fs_notes.sandbox.errors import ConfinementError
 from fs_notes.sandbox.process import no_new_privs  # prctl: /proc is out of reach once confined
-out = {{}}
-
-def attempt(fn):
-    try:
-        fn()
-        return "ok"
-    except OSError as exc:
-        return errno.errorcode[exc.errno]
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
-
+out = {}
+"""
+    + ATTEMPT
+    + READ
+    + """
 def dir_fd(path):
     return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 """
+)
 
 
 def run_child(body: str, *args: str) -> dict[str, Any]:
-    code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
-    proc = subprocess.run(
-        [sys.executable, "-I", "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={},
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.splitlines()[-1])
-    assert isinstance(result, dict)
-    return result
+    return run_body(PRELUDE, body, *args, isolated=True, timeout=30)
 
 
 def landlock_runs() -> bool:
-    verdict, why = requirement("landlock")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
+    verdict = needed("landlock")
     if verdict == "hidden":
         # Fail closed: confine() refuses, and nothing was applied.
         out = run_child(

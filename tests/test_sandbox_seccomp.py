@@ -9,7 +9,6 @@ file is compared afterwards from this process: mode, owner, times and extended a
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -19,11 +18,13 @@ from typing import Any
 
 import pytest
 from layers import requirement
-from wire import REPO, child_env
+from oslayer import needed
+from preludes import ATTEMPT, run_child
 
 from fs_notes.sandbox import seccomp
 
-ATTACKS = """
+ATTACKS = (
+    """
 import ctypes, errno, json, os, socket, sys
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -32,14 +33,9 @@ def on_purpose():
     from fs_notes.sandbox.process import prctl
     name = ctypes.create_string_buffer(b"fs-notes-probe")
     prctl(15, ctypes.addressof(name))
-
-def attempt(fn):
-    try:
-        fn()
-        return "ok"
-    except OSError as exc:
-        return errno.errorcode.get(exc.errno, str(exc.errno))
-
+"""
+    + ATTEMPT
+    + """
 def c_call(fn, *args):
     def run():
         if fn(*args) == -1:
@@ -69,7 +65,21 @@ def attacks(target, scratch, victim_pid):
         "keyctl": c_call(libc.syscall, 250, 0, 0, 0, 0),  # keyctl(KEYCTL_GET_KEYRING_ID)
         "bpf": c_call(libc.syscall, 321, 0, 0, 0),
     }
+
+def controls(scratch_dir, victim_pid):
+    # the positive control: each attack on a fresh scratch file, before any confinement
+    scratch = scratch_dir + "/control"
+    control = {}
+    for name, fn in attacks(scratch, scratch, victim_pid).items():
+        open(scratch, "a").close()
+        os.setxattr(scratch, "user.keep", b"1")
+        control[name] = attempt(fn)
+        for extra in (".hard", ".sym", ".node"):
+            if os.path.lexists(scratch + extra):
+                os.unlink(scratch + extra)
+    return control
 """
+)
 
 # Calls the control cannot make on a plain file as root here, or that cannot be undone in the
 # control itself; each is still expected to be refused afterwards.
@@ -77,18 +87,7 @@ NO_CONTROL = {"mount", "unshare", "ptrace", "keyctl", "bpf", "fchmod", "fchown",
 
 
 def _run(body: str, *args: str) -> dict[str, Any]:
-    code = ATTACKS + textwrap.dedent(body)
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env=child_env(),
-    )
-    assert proc.returncode == 0, proc.stderr
-    result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
-    return result
+    return run_child(ATTACKS + textwrap.dedent(body), *args)
 
 
 def _state(path: Path) -> tuple[Any, ...]:
@@ -121,12 +120,7 @@ def victim() -> Any:
 def _landlock() -> bool:
     """True where Landlock is enforced; False in the pass that hides it (the fallback is then
     what is tested); a failure in CI where it is expected and missing."""
-    verdict, why = requirement("landlock")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
-    return verdict == "run"
+    return needed("landlock") == "run"
 
 
 def _require_seccomp() -> None:
@@ -141,14 +135,7 @@ SERVER = """
 from fs_notes.policy import Policy
 from fs_notes.sandbox.selfconfine import confine_server
 ws, secret, scratch_dir, pid = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-control = {}
-for name, fn in attacks(scratch_dir + "/control", scratch_dir + "/control", pid).items():
-    open(scratch_dir + "/control", "a").close()
-    os.setxattr(scratch_dir + "/control", "user.keep", b"1")
-    control[name] = attempt(fn)
-    for extra in (".hard", ".sym", ".node"):
-        if os.path.lexists(scratch_dir + "/control" + extra):
-            os.unlink(scratch_dir + "/control" + extra)
+control = controls(scratch_dir, pid)
 done = confine_server(Policy.for_single_workspace(ws, "me", token_sha256=None), replay_db=None)
 after = {name: attempt(fn) for name, fn in attacks(secret, ws + "/planted", pid).items()}
 inside = {name: attempt(fn) for name, fn in attacks(ws + "/note.md", ws + "/planted", pid).items()}
@@ -204,14 +191,7 @@ import argparse, socket
 from fs_notes.sandbox import worker
 ws, secret, mode, kind, pid = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 scratch = sys.argv[6]
-control = {}
-for name, fn in attacks(scratch + "/control", scratch + "/control", pid).items():
-    open(scratch + "/control", "a").close()
-    os.setxattr(scratch + "/control", "user.keep", b"1")
-    control[name] = attempt(fn)
-    for extra in (".hard", ".sym", ".node"):
-        if os.path.lexists(scratch + "/control" + extra):
-            os.unlink(scratch + "/control" + extra)
+control = controls(scratch, pid)
 parent, child = socket.socketpair()
 fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
 args = argparse.Namespace(kind=kind, mode=mode, workspace_fd=fd, channel_fd=child.fileno(),

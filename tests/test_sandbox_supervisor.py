@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 from layers import requirement, status_field
-from oslayer import needed
+from oslayer import layer_runs, needed
 
 from fs_notes.exercises.rawworker import RawWorker
 from fs_notes.fs import (
@@ -57,23 +57,6 @@ from fs_notes.sandbox.supervisor import ConfinedWorker, _Child, _Holder
 
 MODES = ["landlock", "chroot", "none"]
 REPO = Path(__file__).resolve().parent.parent
-
-
-def layer_runs(mode: str) -> bool:
-    """Fail, skip or go on per tests/layers.py; False when Landlock is hidden (after proving
-    that a landlock worker then refuses to start)."""
-    if mode not in ("landlock", "chroot"):
-        return True
-    verdict, why = requirement(mode)  # type: ignore[arg-type]
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
-    if verdict == "hidden":
-        with pytest.raises(ConfinementError):
-            ConfinedWorker(os.getcwd(), "delete", "landlock")
-        return False
-    return True
 
 
 def worker_for(mode: str, workspace: Path, kind: str = "delete") -> RawWorker | None:

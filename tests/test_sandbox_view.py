@@ -17,48 +17,32 @@ from typing import Any
 
 import pytest
 from layers import requirement
+from preludes import ATTEMPT, READ, run_body
 from wire import REPO, child_env, write_secret
 
 from fs_notes.sandbox import view
 
-PRELUDE = """
+PRELUDE = (
+    """
 import errno, json, os, sys
 from fs_notes.policy import Policy
 from fs_notes.sandbox import view
 from fs_notes.sandbox.selfconfine import build_plan, confine_server, view_mounts
 out = {}
-
-def attempt(fn):
-    try:
-        fn()
-        return "ok"
-    except OSError as exc:
-        return errno.errorcode[exc.errno]
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
-
+"""
+    + ATTEMPT
+    + READ
+    + """
 def write(path):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     os.write(fd, b"x")
     os.close(fd)
 """
+)
 
 
 def _child(body: str, *args: str) -> dict[str, Any]:
-    code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env=child_env(),
-    )
-    assert proc.returncode == 0, proc.stderr
-    result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
-    return result
+    return run_body(PRELUDE, body, *args)
 
 
 def _serve_has_view() -> bool:

@@ -4,7 +4,6 @@ over stdio and Streamable HTTP: discovery, tools, and every read/write tool."""
 from __future__ import annotations
 
 import os
-import sys
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,30 +13,15 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from wire import REPO, HttpServer, child_env, http_server, write_secret
+from wire import TOOLS, HttpServer, sdk_stdio, token_http_server
 
 from fs_notes.fs import Identity
 from fs_notes.fs.version import note_version
 
 TOKEN = "sdk-token-0123456789abcdef"
-TOOLS = {
-    "notes_list",
-    "notes_read",
-    "notes_search",
-    "notes_tags",
-    "notes_links",
-    "notes_create",
-    "notes_update",
-    "notes_append",
-    "notes_edit",
-    "notes_move",
-    "notes_delete",
-    "notes_summarize",
-    "notes_workspaces",
-}
 
 
 @pytest.fixture
@@ -177,16 +161,7 @@ async def _append_and_edit_without_lost_updates(client: Client, ws: Path) -> Non
 
 def test_official_client_over_stdio(workspace: Path) -> None:
     async def main() -> None:
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "fs_notes", "serve", str(workspace)],
-            env={
-                "PYTHONPATH": str(REPO),
-                "PATH": os.environ.get("PATH", ""),
-                "XDG_STATE_HOME": child_env()["XDG_STATE_HOME"],
-            },  # never the real one
-            cwd=str(REPO),
-        )
+        params = sdk_stdio(str(workspace))
         async with Client(params, cache=None, read_timeout_seconds=30) as client:
             await _exercise(client, workspace)
 
@@ -195,10 +170,7 @@ def test_official_client_over_stdio(workspace: Path) -> None:
 
 @pytest.fixture
 def http(workspace: Path, tmp_path: Path) -> Iterator[HttpServer]:
-    write_secret(tmp_path / "token", TOKEN)
-    with http_server(
-        str(workspace), "--token-file", str(tmp_path / "token"), tmp=tmp_path, token=TOKEN
-    ) as srv:
+    with token_http_server(workspace, tmp=tmp_path, token=TOKEN) as srv:
         yield srv
 
 
@@ -242,38 +214,14 @@ def test_official_client_delete_flow_with_an_elicitation_callback(
 
     async def main() -> None:
         if transport == "stdio":
-            params = StdioServerParameters(
-                command=sys.executable,
-                args=[
-                    "-m",
-                    "fs_notes",
-                    "serve",
-                    str(workspace),
-                    "--replay-db",
-                    str(tmp_path / "r.db"),
-                ],
-                env={
-                    "PYTHONPATH": str(REPO),
-                    "PATH": os.environ.get("PATH", ""),
-                    "XDG_STATE_HOME": child_env()["XDG_STATE_HOME"],
-                },  # never the real one
-                cwd=str(REPO),
-            )
+            params = sdk_stdio(str(workspace), "--replay-db", str(tmp_path / "r.db"))
             async with Client(
                 params, cache=None, read_timeout_seconds=30, elicitation_callback=on_elicit
             ) as c:
                 await flow(c)
             return
-        write_secret(tmp_path / "token", TOKEN)
-        with http_server(
-            str(workspace),
-            "--token-file",
-            str(tmp_path / "token"),
-            "--replay-db",
-            str(tmp_path / "r.db"),
-            tmp=tmp_path,
-            token=TOKEN,
-        ) as srv:
+        replay = ("--replay-db", str(tmp_path / "r.db"))
+        with token_http_server(workspace, *replay, tmp=tmp_path, token=TOKEN) as srv:
             async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as h:
                 t: Any = streamable_http_client(srv.url, http_client=h)
                 async with Client(

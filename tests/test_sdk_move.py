@@ -5,13 +5,12 @@ note or out of the workspace is a tool error that changes nothing."""
 from __future__ import annotations
 
 import os
-import sys
 import urllib.parse
 from pathlib import Path
 
 import anyio
-from mcp import Client, StdioServerParameters
-from wire import REPO, child_env
+from mcp import Client
+from wire import sdk_stdio
 
 
 def test_official_client_moves_a_note_and_rewrites_its_links(tmp_path: Path) -> None:
@@ -25,16 +24,7 @@ def test_official_client_moves_a_note_and_rewrites_its_links(tmp_path: Path) -> 
     uri = "file://" + urllib.parse.quote(str(ws))
 
     async def main() -> None:
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "fs_notes", "serve", str(ws), "--replay-db", str(tmp_path / "r.db")],
-            env={
-                "PYTHONPATH": str(REPO),
-                "PATH": os.environ.get("PATH", ""),
-                "XDG_STATE_HOME": child_env()["XDG_STATE_HOME"],
-            },  # never the real one
-            cwd=str(REPO),
-        )
+        params = sdk_stdio(str(ws), "--replay-db", str(tmp_path / "r.db"))
         async with Client(params, cache=None, read_timeout_seconds=30) as client:
             onto = await client.call_tool(
                 "notes_move", {"workspaceUri": uri, "id": "index.md", "newId": "taken.md"}

@@ -7,16 +7,17 @@ test has its positive control: what must fail after `confine_server` works just 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 from layers import requirement
+from oslayer import needed
+from policy_text import grant, principal, workspace, write_policy
+from preludes import ATTEMPT, READ, run_body
 from wire import REPO, StdioServer, child_env, request, write_secret
 
 from fs_notes.policy import Policy
@@ -32,23 +33,16 @@ from fs_notes.sandbox.selfconfine import (
     workspace_rights,
 )
 
-PRELUDE = """
+PRELUDE = (
+    """
 import errno, json, os, socket, sys, threading
 from fs_notes.policy import Policy
 from fs_notes.sandbox.selfconfine import SelfConfinementFailed, apply, build_plan, confine_server
 out = {}
-
-def attempt(fn):
-    try:
-        fn()
-        return "ok"
-    except OSError as exc:
-        return errno.errorcode[exc.errno]
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
-
+"""
+    + ATTEMPT
+    + READ
+    + """
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -59,32 +53,17 @@ def bind(port):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
 """
+)
 
 
 def run_child(body: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env=env or child_env(),
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.splitlines()[-1])
-    assert isinstance(result, dict)
-    return result
+    return run_body(PRELUDE, body, *args, env=env)
 
 
 def landlock_runs() -> bool:
     """CI rule (tests/layers.py); False when Landlock is hidden, after proving that the
     server then does not confine itself (and says why) instead of failing or pretending."""
-    verdict, why = requirement("landlock")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
+    verdict = needed("landlock")
     if verdict == "hidden":
         out = run_child(
             """
@@ -142,29 +121,13 @@ def test_a_workspace_gets_the_rights_its_grants_need_and_no_more(
 def test_the_plan_follows_the_policy_per_workspace(tmp_path: Path) -> None:
     for name in ("ro", "rw"):
         (tmp_path / name).mkdir()
-    policy_file = tmp_path / "policy.toml"
-    policy_file.write_text(
-        textwrap.dedent(
-            f"""
-            [[principal]]
-            name = "me"
-            local = true
-            [[workspace]]
-            name = "ro"
-            path = "{tmp_path / "ro"}"
-            [[workspace]]
-            name = "rw"
-            path = "{tmp_path / "rw"}"
-            [[grant]]
-            principal = "me"
-            workspace = "ro"
-            operations = ["read"]
-            [[grant]]
-            principal = "me"
-            workspace = "rw"
-            operations = ["read", "write", "delete"]
-            """
-        )
+    policy_file = write_policy(
+        tmp_path / "policy.toml",
+        principal("me"),
+        workspace("ro", tmp_path / "ro"),
+        workspace("rw", tmp_path / "rw"),
+        grant("me", "ro", "read"),
+        grant("me", "rw", "read", "write", "delete"),
     )
     plan = build_plan(load_policy(str(policy_file)), replay_db=str(tmp_path / "r.db"))
     rules = {g.path: g.rights for g in plan.grants}
@@ -432,21 +395,11 @@ def test_a_read_only_grant_gives_the_server_no_way_to_write(layout: Path, how: s
     # workspace read-only, which refuses first (EROFS).
     if not landlock_runs():
         return
-    (layout / "policy.toml").write_text(
-        textwrap.dedent(
-            f"""
-            [[principal]]
-            name = "me"
-            local = true
-            [[workspace]]
-            name = "notes"
-            path = "{layout / "notes"}"
-            [[grant]]
-            principal = "me"
-            workspace = "notes"
-            operations = ["read"]
-            """
-        )
+    write_policy(
+        layout / "policy.toml",
+        principal("me"),
+        workspace("notes", layout / "notes"),
+        grant("me", "notes", "read"),
     )
     out = run_child(
         """

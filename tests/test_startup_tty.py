@@ -12,22 +12,16 @@ import sys
 import time
 from pathlib import Path
 
+from test_fs_support import one_note
 from wire import REPO, child_env
 
 from fs_notes.transport.stdio import WAITING
 
 
-def _notes(tmp_path: Path) -> Path:
-    notes = tmp_path / "notes"
-    notes.mkdir()
-    (notes / "a.md").write_text("# A\n")
-    return notes
-
-
 def test_a_terminal_is_told_the_server_waits_and_ctrl_d_stops_it(tmp_path: Path) -> None:
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fs_notes", "serve", str(_notes(tmp_path))],
+        [sys.executable, "-m", "fs_notes", "serve", str(one_note(tmp_path))],
         stdin=slave,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -59,7 +53,7 @@ def test_a_terminal_is_told_the_server_waits_and_ctrl_d_stops_it(tmp_path: Path)
 
 def test_a_pipe_is_not_told(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "fs_notes", "serve", str(_notes(tmp_path))],
+        [sys.executable, "-m", "fs_notes", "serve", str(one_note(tmp_path))],
         input=b"",
         capture_output=True,
         env=child_env(),

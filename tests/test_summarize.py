@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from inprocess import InProcess
+from policy_text import grant, principal, workspace, write_policy
 from wire import check_message
 
 from fs_notes.policy import Policy, Principal
@@ -60,31 +61,13 @@ class World:
 
 
 def _policy(tmp: Path, ws: Path) -> Policy:
-    path = tmp / "policy.toml"
-    path.write_text(
-        f"""
-[[principal]]
-name = "me"
-local = true
-
-[[principal]]
-name = "eve"
-token_sha256 = "{"ab" * 32}"
-
-[[workspace]]
-name = "notes"
-path = "{ws}"
-
-[[grant]]
-principal = "me"
-workspace = "notes"
-operations = ["read"]
-
-[[grant]]
-principal = "eve"
-workspace = "notes"
-operations = ["read"]
-"""
+    path = write_policy(
+        tmp / "policy.toml",
+        principal("me"),
+        principal("eve", token_sha256="ab" * 32),
+        workspace("notes", ws),
+        grant("me", "notes", "read"),
+        grant("eve", "notes", "read"),
     )
     return load_policy(str(path))
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import psutil
 import pytest
-from layers import requirement
 from oslayer import chroot_only, host_mode, make_layer, needed, nothing_enforceable, policy_for
-from wire import REPO, StdioServer, call_tool, child_env
+from test_fs_support import one_note
+from wire import REPO, StdioServer, call_tool, child_env, tool_text
 
 from fs_notes.compose import ConfirmParts, build_server, open_roots
 from fs_notes.confirm.audit import AuditLog
@@ -37,13 +37,7 @@ META = {
 
 @pytest.fixture
 def notes(tmp_path: Path) -> Path:
-    ws = tmp_path / "notes"
-    ws.mkdir()
-    (ws / "a.md").write_text("# A\n")
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "secret.md").write_text("# secret\n")
-    return ws
+    return one_note(tmp_path, outside=True)
 
 
 @pytest.fixture
@@ -74,11 +68,6 @@ class Server:
         for root in self.roots.values():
             root.close()
         self.replay.close()
-
-
-def _text(result: dict[str, Any]) -> str:
-    text: str = result["content"][0]["text"]
-    return text
 
 
 # -- through the worker ------------------------------------------------------------------------
@@ -143,8 +132,8 @@ def test_without_an_enforceable_layer_writes_are_refused_and_nothing_is_written(
     refusal = (
         "writing is refused in this workspace: no OS containment layer can be enforced on this host"
     )
-    assert created["isError"] is True and _text(created) == refusal
-    assert updated["isError"] is True and _text(updated) == refusal
+    assert created["isError"] is True and tool_text(created) == refusal
+    assert updated["isError"] is True and tool_text(updated) == refusal
     assert not (notes / "b.md").exists()
     assert (notes / "a.md").read_text() == "# A\n"
     assert [p for p in psutil.Process().children() if "--kind" in p.cmdline()] == []
@@ -175,7 +164,7 @@ def test_a_workspace_requiring_landlock_refuses_writes_on_a_chroot_only_host(
     finally:
         server.close()
     assert created["isError"] is True
-    assert _text(created) == (
+    assert tool_text(created) == (
         'writing is refused in this workspace: the workspace policy requires sandbox "landlock", '
         'this host provides "chroot" (to accept chroot, the operator starts serve with '
         "--sandbox chroot)"
@@ -186,11 +175,7 @@ def test_a_workspace_requiring_landlock_refuses_writes_on_a_chroot_only_host(
 def test_a_chroot_only_host_writes_where_the_policy_accepts_chroot(
     notes: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
 ) -> None:
-    verdict, why = requirement("chroot")
-    if verdict == "fail":
-        pytest.fail(why)
-    if verdict == "skip":
-        pytest.skip(why)
+    needed("chroot")
     monkeypatch.setattr(sandbox_probe, "probe", chroot_only)
     layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
     layers.append(layer)
@@ -256,9 +241,7 @@ def test_a_workspace_swapped_after_start_up_is_never_written_through_its_path(
     # swapped between start-up and the first write received the note (chroot mode). They get
     # serve's own fd now: the original folder, wherever it went, or a refusal; never the new one.
     mode = host_mode()
-    ws = tmp_path / "notes"
-    ws.mkdir()
-    (ws / "a.md").write_text("# A\n")
+    ws = one_note(tmp_path)
     (ws / "victim.md").write_text("# Victim\n")
     policy = chroot_policy(tmp_path, ws, ["read", "write", "delete"])
     uri = ws.as_uri()
@@ -307,9 +290,7 @@ def test_created_notes_and_folders_keep_the_umask_and_an_update_keeps_the_mode(
     # Review finding: umask 0 for the whole write worker made every created note and folder
     # world-writable. Only an update's temp file is made with umask 0 (the note's own mode).
     mode = host_mode()
-    ws = tmp_path / "notes"
-    ws.mkdir()
-    (ws / "a.md").write_text("# A\n")
+    ws = one_note(tmp_path)
     os.chmod(ws / "a.md", 0o664)
     policy = chroot_policy(tmp_path, ws, ["read", "write"])
     old = os.umask(0o022)

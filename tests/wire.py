@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,22 @@ import jsonschema
 DATA = Path(__file__).parent / "data"
 PROTOCOL_VERSION = "2026-07-28"
 REPO = Path(__file__).resolve().parent.parent
+#: Every tool the server lists, whoever asks (tools/list: the same names over every transport).
+TOOLS = {
+    "notes_list",
+    "notes_read",
+    "notes_search",
+    "notes_tags",
+    "notes_links",
+    "notes_create",
+    "notes_update",
+    "notes_append",
+    "notes_edit",
+    "notes_move",
+    "notes_delete",
+    "notes_summarize",
+    "notes_workspaces",
+}
 
 
 @cache
@@ -204,6 +220,21 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def sdk_stdio(*args: str) -> Any:
+    """The official MCP SDK's parameters to start `fs-notes serve ARGS` on stdio from the
+    repository: an environment of PYTHONPATH, PATH, CI (when set) and the tests' private
+    XDG_STATE_HOME (never the real one), nothing else."""
+    from mcp import StdioServerParameters
+
+    env = child_env(PYTHONPATH=str(REPO), PATH=os.environ.get("PATH", ""))
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "fs_notes", "serve", *args],
+        env={k: env[k] for k in ("PYTHONPATH", "PATH", "XDG_STATE_HOME", "CI") if k in env},
+        cwd=str(REPO),
+    )
+
+
 class StdioServer:
     """`fs-notes serve ...` on pipes; lines in, parsed JSON lines out."""
 
@@ -382,6 +413,24 @@ class HttpServer:
             self._log.close()
 
 
+def sse_messages(response: httpx.Response) -> Iterator[dict[str, Any]]:
+    """The JSON of each event of a streamed (text/event-stream) response, as it arrives; not
+    validated (a test of the legacy era checks them with check_legacy)."""
+    data: list[str] = []
+    for line in response.iter_lines():
+        if line.startswith("data:"):
+            data.append(line[5:].lstrip())
+        elif line == "" and data:
+            yield json.loads("\n".join(data))
+            data = []
+
+
+def tool_text(result: dict[str, Any]) -> str:
+    """The text of a tools/call result's first content block."""
+    text: str = result["content"][0]["text"]
+    return text
+
+
 @contextmanager
 def stdio_server(*args: str, env: dict[str, str] | None = None) -> Iterator[StdioServer]:
     server = StdioServer("serve", *args, env=env)
@@ -389,6 +438,15 @@ def stdio_server(*args: str, env: dict[str, str] | None = None) -> Iterator[Stdi
         yield server
     finally:
         server.close()
+
+
+def token_http_server(
+    folder: Path, *args: str, tmp: Path, token: str
+) -> AbstractContextManager[HttpServer]:
+    """`http_server` on `folder` with the bearer `token` in a file TMP/token (written first,
+    owner-only), then `args`."""
+    write_secret(tmp / "token", token)
+    return http_server(str(folder), "--token-file", str(tmp / "token"), *args, tmp=tmp, token=token)
 
 
 @contextmanager
