@@ -748,3 +748,112 @@ def test_a_server_before_redis_6_is_sent_auth_with_the_password_alone() -> None:
         ]
     finally:
         fake.close()
+
+
+class _Chatty(FakeRedis):
+    """A peer that sends one answer too many after the handshake's CLIENT or after a PING."""
+
+    def __init__(self, reply: Callable[[bytes], bytes], after: bytes) -> None:
+        self.after = after
+        super().__init__(reply)
+
+    def _answer(self, conn: Any, data: bytes) -> bool:
+        if self.after in data.upper():
+            extra = b"+OK\r\n" if self.after == b"CLIENT" else b"+PONG\r\n"
+            conn.sendall(extra + b":1\r\n")  # and a stray "spent"
+            return True
+        return super()._answer(conn, data)
+
+
+def test_a_stray_answer_after_the_handshake_or_a_ping_is_never_read_as_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reviewer's find: only a pooled connection was checked for bytes waiting on it, so what
+    followed the handshake's answers, or a health check's PONG, was read as the next command's
+    answer (is_spent said True where the server said 0)."""
+    from fs_notes.confirm import redis_store
+
+    fake = _Chatty(lambda _cmd: b":0\r\n", b"CLIENT")
+    try:
+        loc = parse_location(f"redis://127.0.0.1:{fake.port}/0")
+        with (
+            RedisReplayStore(loc, max_rows=10, timeout=2) as s,
+            pytest.raises(StoreUnavailable, match="unasked data"),
+        ):
+            s.is_spent(nonce())
+    finally:
+        fake.close()
+    monkeypatch.setattr(redis_store, "HEALTH_CHECK_INTERVAL", 0.0)  # a PING before each reuse
+    fake = _Chatty(lambda _cmd: b":0\r\n", b"PING")
+    try:
+        loc = parse_location(f"redis://127.0.0.1:{fake.port}/0")
+        with RedisReplayStore(loc, max_rows=10, timeout=2) as s:
+            assert [s.is_spent(nonce()) for _ in range(3)] == [False, False, False]
+        assert fake.accepted == 3  # each connection dropped after its chatty PING
+    finally:
+        fake.close()
+
+
+def test_a_short_eviction_answer_is_the_store_unavailable_not_a_crash() -> None:
+    n = nonce()
+    fake = FakeRedis(lambda _cmd: _bulk(b":-5\r\n", n.encode()))
+    try:
+        loc = parse_location(f"redis://127.0.0.1:{fake.port}/0")
+        with (
+            RedisReplayStore(loc, max_rows=10, timeout=2) as s,
+            pytest.raises(StoreUnavailable, match="evict"),
+        ):
+            s.claim(n, soon(), "p", "run.replid.marker")
+    finally:
+        fake.close()
+
+
+def test_an_auth_refusal_in_the_servers_own_words_passes_none_of_them_on() -> None:
+    """Reviewer's find: an AUTH error in other wording than Redis's echoed the password into
+    the log and `fs-notes check`. Only the words Redis is known to say are passed on."""
+    password = "s3cr\u00e9t\\pass-" + secrets.token_hex(8)
+
+    def reply(command: bytes) -> bytes:
+        if b"AUTH" in command:
+            return b"-ERR bad auth args: " + password.encode() + b"\r\n"
+        return b":0\r\n"
+
+    fake = FakeRedis(reply)
+    try:
+        loc = parse_location(f"redis://127.0.0.1:{fake.port}/0", password=password)
+        with RedisReplayStore(loc, max_rows=10, timeout=2) as s:
+            with pytest.raises(StoreUnavailable) as info:
+                s.is_spent(nonce())
+            report = str(s.check())
+        text = str(info.value)
+        assert "AuthenticationError: Invalid Username or Password" in text
+        for piece in (password[:6], "bad auth", "pass-"):
+            assert piece not in text and piece not in report
+    finally:
+        fake.close()
+
+
+def test_a_forked_child_is_never_held_by_a_lock_a_parent_thread_had() -> None:
+    """Reviewer's find: the pool's lock was not made again after a fork, so a child forked while
+    a parent thread held it waited for ever in its first claim."""
+    code = (
+        "import os, sys, threading, time\n"
+        "from fs_notes.confirm.location import parse_location\n"
+        "from fs_notes.confirm.redis_store import RedisReplayStore\n"
+        "s = RedisReplayStore(parse_location('redis://127.0.0.1:9/0'), max_rows=10, timeout=1)\n"
+        "held, done = threading.Event(), threading.Event()\n"
+        "def hold():\n"
+        "    with s._redis._lock:\n"
+        "        held.set(); done.wait()\n"
+        "threading.Thread(target=hold, daemon=True).start(); held.wait()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0 if s._redis._lock.acquire(timeout=2) else 3)\n"
+        "done.set()\n"
+        "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+    )
+    import sys
+
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+    assert ran.stdout.strip() == "0", (ran.stdout, ran.stderr)

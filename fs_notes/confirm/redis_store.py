@@ -72,6 +72,7 @@ import socket
 import ssl
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -202,8 +203,10 @@ class RedisReplayStore:
         # A server that does not know a command repeats its arguments (AUTH's password among
         # them, cut to 128 bytes, so possibly only a part of it): never pass them on.
         text = text.split(", with args beginning with:")[0]
-        if self._loc.password:
-            text = text.replace(self._loc.password, "<password>")
+        password = self._loc.password
+        if password:  # as it was sent, and as a repr of its bytes shows it (Protocol Error)
+            for form in {password, repr(password.encode("utf-8", "replace"))[2:-1]}:
+                text = text.replace(form, "<password>")
         text = text.replace("\n", " ")[:300]
         kind = exc.kind if isinstance(exc, RedisError) else type(exc).__name__
         return StoreUnavailable(f"{self.describe()}: {what}: {kind}: {text}")
@@ -298,7 +301,8 @@ class RedisReplayStore:
                 "host's clock and the store's disagree by more than the retention margin"
             )
         if code == -5:
-            raise StoreUnavailable(_eviction(self.describe(), _text(result[2])))
+            policy = _text(result[2]) if len(result) > 2 else "?"
+            raise StoreUnavailable(_eviction(self.describe(), policy))
         if code == -6:
             raise StoreUnavailable(_replica(self.describe()))
         raise StoreUnavailable(f"{self.describe()}: unexpected claim result {code}")
@@ -557,6 +561,19 @@ class _Connection:
         return [self._answer(end, depth + 1) for _ in range(number)]
 
 
+_CLIENTS: weakref.WeakSet[_Client] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    """In a forked child, each client's lock afresh: a thread of the parent may have held it
+    at the fork, and no thread here would ever release it (the pool is dropped on first use)."""
+    for client in list(_CLIENTS):
+        client._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 class _Client:
     """The replay store's commands over a pool of `_Connection`s (the module docstring says
     which, and why not redis-py). Thread-safe: a connection serves one command at a time."""
@@ -569,6 +586,7 @@ class _Client:
         self._lock = threading.Lock()
         self._idle: list[_Connection] = []
         self._pid = os.getpid()
+        _CLIENTS.add(self)
         self._generation = 0  # connections made before the last close() are not pooled again
 
     def command(self, deadline: float, *args: object) -> Any:
@@ -641,7 +659,7 @@ class _Client:
             except BaseException:
                 conn.close()
                 raise
-            if answer == b"PONG":
+            if answer == b"PONG" and not conn.stray():  # (nothing after the PONG either)
                 return conn
             conn.close()  # a failed health check: a new connection instead
             break
@@ -673,6 +691,8 @@ class _Client:
         conn = _Connection(sock, self._where, self._timeout, generation)
         try:
             self._handshake(conn, deadline)
+            if conn.stray():  # more than the handshake's answers: out of step, never used
+                raise _Disconnected(f"Protocol Error: unasked data from {self._where}")
         except BaseException:
             conn.close()
             raise
@@ -704,12 +724,37 @@ class _Client:
             answer = conn.execute(_pack(auth), deadline)
             if loc.username and "wrong number of arguments for 'auth'" in str(answer).lower():
                 answer = conn.execute(_pack(("AUTH", password)), deadline)  # before Redis 6
+            if isinstance(answer, RedisError):
+                raise _auth_refusal(answer)
             _ok(answer, _AuthRefused("Invalid Username or Password"))
         setname = conn.execute(_pack(("CLIENT", "SETNAME", CLIENT_NAME)), deadline)
         _ok(setname, _Disconnected("Error setting client name"))
         if loc.db:
             selected = conn.execute(_pack(("SELECT", loc.db)), deadline)
             _ok(selected, _Disconnected("Invalid Database"))
+
+
+#: What Redis says when AUTH fails, as far as fs-notes passes it on: the rest of an answer to
+#: AUTH is the server's own text, which may echo the password (in any wording, any escaping).
+_AUTH_ANSWERS = (
+    "unknown command",
+    "wrong number of arguments",
+    "invalid username-password pair or user is disabled",
+    "invalid password",
+    "called without any password configured",
+)
+
+
+def _auth_refusal(answer: RedisError) -> RedisError:
+    """An error answer to AUTH, with only the words Redis is known to say (`_AUTH_ANSWERS`):
+    "unknown command 'AUTH'" (renamed or disabled), else "Invalid Username or Password"."""
+    text = str(answer).lower()
+    if "unknown command" in text:
+        return _Refused("unknown command 'AUTH'", answer.kind)
+    for known in _AUTH_ANSWERS:
+        if known in text:
+            return _AuthRefused(known)
+    return _AuthRefused("Invalid Username or Password")
 
 
 def _ok(answer: object, otherwise: RedisError) -> None:
