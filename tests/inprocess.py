@@ -20,6 +20,7 @@ from fs_notes.rounds.seal import KeyRing, StateSealer
 
 FORM: dict[str, object] = {"elicitation": {"form": {}}}
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+NO_CAPS: dict[str, object] = {"io.modelcontextprotocol/clientCapabilities": {}}
 
 
 class InProcess:
@@ -76,3 +77,30 @@ class InProcess:
         if self._own_replay:
             self.replay.close()
         self.audit.close()
+
+
+class Wired:
+    """The tools wired as `serve` wires them, in this process, around a given door for changes
+    (the real OS layer's `ConfinedChanges`, say): no injected clock or keys, an ephemeral ring,
+    a replay database in `state`, no audit log."""
+
+    def __init__(self, policy: Policy, changes: NoteChanges, state: Path) -> None:
+        self.roots = open_roots(policy)
+        self.replay = ReplayStore(str(state / "replay.db"))
+        self.changes = changes
+        parts = ConfirmParts(StateSealer(KeyRing.ephemeral()), self.replay, AuditLog(None))
+        self.dispatcher, self.env = build_server(policy, self.roots, parts, changes)
+
+    def call(self, name: str, arguments: dict[str, Any], principal: str = "me") -> dict[str, Any]:
+        """The `result` of one tools/call (2026-07-28, no client capabilities)."""
+        params = {"name": name, "arguments": arguments, "_meta": {**META, **NO_CAPS}}
+        response = self.dispatcher.handle(Request(1, "tools/call", params), Principal(principal),
+                                          "t")  # fmt: skip
+        assert response is not None
+        result: dict[str, Any] = response["result"]
+        return result
+
+    def close(self) -> None:
+        for root in self.roots.values():
+            root.close()
+        self.replay.close()

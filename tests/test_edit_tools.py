@@ -12,29 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inprocess import InProcess
+from inprocess import InProcess, Wired
 from oslayer import host_mode, make_layer, policy_for
 from wire import tool_text
 
 import fs_notes.fs.fileops as fileops
 import fs_notes.fs.root as fs_root
 import fs_notes.tools.versions as versions
-from fs_notes.compose import ConfirmParts, build_server, open_roots
-from fs_notes.confirm.audit import AuditLog
-from fs_notes.confirm.replay import ReplayStore
 from fs_notes.fs import Identity, IdentityChanged, WorkspaceRoot
 from fs_notes.fs.version import is_version, note_version
 from fs_notes.policy import Principal
 from fs_notes.policy_file import load_policy
-from fs_notes.protocol.envelope import Request
-from fs_notes.rounds.seal import KeyRing, StateSealer
+from fs_notes.rounds.seal import KeyRing
 from fs_notes.sandbox.confined import ConfinedChanges, OsLayer
 
 ME = Principal("me")
-META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 JOURNAL = "# Journal\n- monday: rain\n"
 SECRET = "# secret\n"
 
@@ -405,30 +397,15 @@ def test_a_swap_after_the_writers_first_check_is_caught_right_before_the_rename(
 # -- through the confined write worker (layer 3) ---------------------------------------------
 
 
-class Confined:
+class Confined(Wired):
     """The tools wired as `serve` wires them, writes through the real OS layer's worker."""
 
     def __init__(self, ws: Path, layer: OsLayer, state: Path) -> None:
-        policy = policy_for(ws, "chroot")
+        super().__init__(policy_for(ws, "chroot"), ConfinedChanges(layer), state)
         self.ws = ws
-        self.roots = open_roots(policy)
-        self.replay = ReplayStore(str(state / "replay.db"))
-        parts = ConfirmParts(StateSealer(KeyRing.ephemeral()), self.replay, AuditLog(None))
-        self.changes = ConfinedChanges(layer)
-        self.dispatcher, _ = build_server(policy, self.roots, parts, self.changes)
 
     def __call__(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        params = {"name": name, "arguments": {"workspaceUri": self.ws.as_uri(), **args},
-                  "_meta": META}  # fmt: skip
-        response = self.dispatcher.handle(Request(1, "tools/call", params), ME, "t")
-        assert response is not None
-        result: dict[str, Any] = response["result"]
-        return result
-
-    def close(self) -> None:
-        for root in self.roots.values():
-            root.close()
-        self.replay.close()
+        return self.call(name, {"workspaceUri": self.ws.as_uri(), **args})
 
 
 @pytest.fixture

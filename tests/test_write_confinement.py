@@ -10,29 +10,19 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
+from inprocess import Wired
 from oslayer import chroot_only, host_mode, make_layer, needed, nothing_enforceable, policy_for
 from test_fs_support import one_note
 from wire import REPO, StdioServer, call_tool, child_env, tool_text
 
-from fs_notes.compose import ConfirmParts, build_server, open_roots
-from fs_notes.confirm.audit import AuditLog
-from fs_notes.confirm.replay import ReplayStore
 from fs_notes.fs import Identity
 from fs_notes.fs.errors import FsError, NoteExists, NoteNotFound, SymlinkRefused
-from fs_notes.policy import Policy, Principal
-from fs_notes.protocol.envelope import Request
-from fs_notes.rounds.seal import KeyRing, StateSealer
+from fs_notes.policy import Policy
 from fs_notes.sandbox import probe as sandbox_probe
 from fs_notes.sandbox.confined import ConfinedChanges, OsLayer
-
-META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 @pytest.fixture
@@ -48,26 +38,9 @@ def layers() -> Iterator[list[OsLayer]]:
         layer.close()
 
 
-class Server:
+def _wired(policy: Policy, layer: OsLayer, state: Path) -> Wired:
     """The tools wired as `serve` wires them, in this process, with a given OS layer."""
-
-    def __init__(self, policy: Policy, layer: OsLayer, state: Path) -> None:
-        self.roots = open_roots(policy)
-        self.replay = ReplayStore(str(state / "replay.db"))
-        parts = ConfirmParts(StateSealer(KeyRing.ephemeral()), self.replay, AuditLog(None))
-        self.dispatcher, _env = build_server(policy, self.roots, parts, ConfinedChanges(layer))
-
-    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        params = {"name": name, "arguments": arguments, "_meta": META}
-        response = self.dispatcher.handle(Request(1, "tools/call", params), Principal("me"), "t")
-        assert response is not None
-        result: dict[str, Any] = response["result"]
-        return result
-
-    def close(self) -> None:
-        for root in self.roots.values():
-            root.close()
-        self.replay.close()
+    return Wired(policy, ConfinedChanges(layer), state)
 
 
 # -- through the worker ------------------------------------------------------------------------
@@ -122,7 +95,7 @@ def test_without_an_enforceable_layer_writes_are_refused_and_nothing_is_written(
     monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = make_layer(policy_for(notes, "landlock"), allow_unconfined=False)
     layers.append(layer)
-    server = Server(policy_for(notes, "landlock"), layer, tmp_path)
+    server = _wired(policy_for(notes, "landlock"), layer, tmp_path)
     try:
         uri = notes.as_uri()
         created = server.call("notes_create", {"workspaceUri": uri, "id": "b.md", "content": "x"})
@@ -156,7 +129,7 @@ def test_a_workspace_requiring_landlock_refuses_writes_on_a_chroot_only_host(
     monkeypatch.setattr(sandbox_probe, "probe", chroot_only)
     layer = make_layer(policy_for(notes, "landlock"), allow_unconfined=True)
     layers.append(layer)
-    server = Server(policy_for(notes, "landlock"), layer, tmp_path)
+    server = _wired(policy_for(notes, "landlock"), layer, tmp_path)
     try:
         created = server.call(
             "notes_create", {"workspaceUri": notes.as_uri(), "id": "b.md", "content": "x"}
