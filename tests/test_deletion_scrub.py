@@ -120,19 +120,27 @@ def _uri(ws: Path) -> str:
     return "file://" + urllib.parse.quote(str(ws))
 
 
+def _folder(tmp_path: Path, filler: int, notes: dict[str, str]) -> tuple[Path, Path]:
+    """A workspace of `filler` ordinary notes and `notes` (name -> text), and an empty state
+    folder of the server's own (0700)."""
+    ws = tmp_path / "notes"
+    ws.mkdir()
+    for name, extract in _filler(filler):
+        (ws / name).write_text(f"# {extract.title}\n\n{extract.text}\n")
+    for name, text in notes.items():
+        (ws / name).write_text(text)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    return ws, state
+
+
 def test_a_confirmed_delete_through_serve_leaves_no_word_in_the_state_folder(
     tmp_path: Path,
 ) -> None:
     """The real server, confined as `serve` confines itself: index the folder (a search), then
     delete the note through the confirmation flow; the raw files hold none of its words while
     the server still runs, nor after it stops."""
-    ws = tmp_path / "notes"
-    ws.mkdir()
-    for name, extract in _filler(200):
-        (ws / name).write_text(f"# {extract.title}\n\n{extract.text}\n")
-    (ws / "secret.md").write_text(f"# Secret plans\n\n{BODY}\n")
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
+    ws, state = _folder(tmp_path, 200, {"secret.md": f"# Secret plans\n\n{BODY}\n"})
     server = StdioServer("serve", str(ws), "--state-dir", str(state), env=child_env())
     try:
         found = server.ask(call_tool(1, "notes_search", {"query": "Qvorblexian"}))
@@ -178,13 +186,7 @@ def test_a_deletion_before_any_search_scrubs_the_index_a_previous_run_left(
     """Reviewer's find: a server that had not opened its index yet (no search since it started)
     deleted the note and left its words in the file the previous run built, until some later
     search. Now the deletion opens the index to drop it."""
-    ws = tmp_path / "notes"
-    ws.mkdir()
-    for name, extract in _filler(50):
-        (ws / name).write_text(f"# {extract.title}\n\n{extract.text}\n")
-    (ws / "secret.md").write_text(f"# Secret plans\n\n{BODY}\n")
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
+    ws, state = _folder(tmp_path, 50, {"secret.md": f"# Secret plans\n\n{BODY}\n"})
     first = StdioServer("serve", str(ws), "--state-dir", str(state), env=child_env())
     try:
         first.ask(call_tool(1, "notes_search", {"query": "Qvorblexian"}))
@@ -206,14 +208,8 @@ def test_a_moved_notes_old_name_leaves_the_index_by_the_stop_at_the_latest(
 ) -> None:
     """Reviewer's find: notes_move never told the index, so the old id stayed in its files
     until a later search refreshed it, and for good if none came before the stop."""
-    ws = tmp_path / "notes"
-    ws.mkdir()
-    for name, extract in _filler(50):
-        (ws / name).write_text(f"# {extract.title}\n\n{extract.text}\n")
     old = "Jixplumtrove-minutes.md"
-    (ws / old).write_text("# Minutes\n\nNothing of note.\n")
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
+    ws, state = _folder(tmp_path, 50, {old: "# Minutes\n\nNothing of note.\n"})
     server = StdioServer("serve", str(ws), "--state-dir", str(state), env=child_env())
     try:
         found = server.ask(call_tool(1, "notes_search", {"query": "Jixplumtrove"}))
@@ -364,15 +360,11 @@ def test_text_replaced_through_fs_notes_leaves_the_index_by_the_stop(tmp_path: P
     """Reviewer's find: notes_update, notes_edit and the link rewrites of notes_move never told
     the index, so the text they replaced (and a rewritten note's link to the old id) stayed
     in its files until some later search, past the stop too."""
-    ws = tmp_path / "notes"
-    ws.mkdir()
-    for name, extract in _filler(50):
-        (ws / name).write_text(f"# {extract.title}\n\n{extract.text}\n")
-    (ws / "plans.md").write_text(f"# Plans\n\n{BODY}\n")
-    (ws / "index.md").write_text("# Index\n\nSee [[Xandrovulpe-minutes]].\n")
-    (ws / "Xandrovulpe-minutes.md").write_text("# Minutes\n\nNothing of note.\n")
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
+    ws, state = _folder(tmp_path, 50, {
+        "plans.md": f"# Plans\n\n{BODY}\n",
+        "index.md": "# Index\n\nSee [[Xandrovulpe-minutes]].\n",
+        "Xandrovulpe-minutes.md": "# Minutes\n\nNothing of note.\n",
+    })  # fmt: skip
     server = StdioServer("serve", str(ws), "--state-dir", str(state), env=child_env())
     try:
         server.ask(call_tool(1, "notes_search", {"query": "Qvorblexian"}))
@@ -397,13 +389,7 @@ def test_an_index_of_the_same_folder_under_another_name_goes_at_the_next_start(
     folder had under another name (zero-config `serve FOLDER`, then a policy calling it
     "work") kept every word of the note for 30 days, or for ever. Nothing keeps such an index
     current, so the start that serves the folder under its new name removes it."""
-    ws = tmp_path / "notes"
-    ws.mkdir()
-    for name, extract in _filler(20):
-        (ws / name).write_text(f"# {extract.title}\n\n{extract.text}\n")
-    (ws / "secret.md").write_text(f"# Secret plans\n\n{BODY}\n")
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
+    ws, state = _folder(tmp_path, 20, {"secret.md": f"# Secret plans\n\n{BODY}\n"})
     first = StdioServer("serve", str(ws), "--state-dir", str(state), env=child_env())
     try:
         first.ask(call_tool(1, "notes_search", {"query": "Qvorblexian"}))

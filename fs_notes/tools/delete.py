@@ -266,16 +266,7 @@ class DeleteTool:
             log.error("replay store unavailable: %s", exc)
             self._audit(call, ws.workspace.name, None, "delete-failed", "replay-store")
             raise ToolFailure(_UNAVAILABLE) from None
-        return InputRequiredResult(
-            input_requests=input_request(
-                ws.uri,
-                _asked(args),
-                candidates,
-                by_id="id" in args,
-                modified=self._may_read(call, ws),
-            ),
-            request_state=token,
-        ).wire()
+        return self._form(call, args, ws, candidates, token)
 
     def _retry(
         self, call: Call, args: dict[str, Any], ws: Opened, bind: Binding, echo: Echo
@@ -322,21 +313,26 @@ class DeleteTool:
             found = []
         titles = {c.id: c.title for c in found}
         sealed = [replace(c, title=titles.get(c.id)) for c in opened.data]
+        return self._form(call, args, ws, sealed, opened.token)
+
+    def _form(
+        self,
+        call: Call,
+        args: dict[str, Any],
+        ws: Opened,
+        candidates: list[Candidate],
+        token: str,
+    ) -> dict[str, Any]:
+        """Round one's answer (and the same form asked again): the form and the state. Each
+        option says when its note was changed only to a principal who may read there (a
+        delete-only grant sees titles and ids, docs/policy.md)."""
+        may_read = self.env.may_read(call, ws.uri) is not None
         return InputRequiredResult(
             input_requests=input_request(
-                ws.uri,
-                _asked(args),
-                sealed,
-                by_id="id" in args,
-                modified=self._may_read(call, ws),
+                ws.uri, _asked(args), candidates, by_id="id" in args, modified=may_read
             ),
-            request_state=opened.token,
+            request_state=token,
         ).wire()
-
-    def _may_read(self, call: Call, ws: Opened) -> bool:
-        """Whether the form may show when each candidate was changed: only to a principal who
-        may read there (a delete-only grant sees titles and ids, docs/policy.md)."""
-        return self.env.may_read(call, ws.uri) is not None
 
     def _candidates(self, ws: Opened, args: dict[str, Any]) -> list[Candidate]:
         """What the form offers: the notes matching the title, or the one note with the id
