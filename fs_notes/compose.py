@@ -337,23 +337,13 @@ def build_server(
     OS layer. `serve` passes the default for `ids` (the lexical layer); only the escape
     exercises' knock-out target passes other rules."""
     from .app import build_dispatcher, build_methods
-    from .tools import edit_tools, read_tools, resources, structure_tools, write_tools
+    from .tools import resources
+    from .tools.catalogue import server_tools
     from .tools.context import NotesEnv
-    from .tools.delete import DeleteTool
     from .tools.granted import sole_workspace
-    from .tools.move_tool import build as move_tools
-    from .tools.summarize import SummarizeTool
 
     env = NotesEnv(policy, roots, ids, confirm.index_dir)
-    delete = DeleteTool(env, confirm.sealer, confirm.replay, confirm.audit, changes)
-    tools = (
-        read_tools.build(env)
-        + structure_tools.build(env)
-        + write_tools.build(env, changes)
-        + move_tools(env, changes)
-        + edit_tools.build(env, changes)
-        + [delete.spec(), SummarizeTool(env, confirm.sealer).spec()]
-    )
+    tools = server_tools(env, changes, confirm.sealer, confirm.replay, confirm.audit)
     list_resources, read_resource = resources.build(env)
     from .protocol.subscriptions import listen_method
     from .tools.live import LiveNotes
