@@ -140,7 +140,7 @@ CHROOT_WORKERS_NEED_PROC = (
 )
 SYSTEM_LIBRARY_FOLDERS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 #: The server's own top-level packages (the worker imports both).
-OWN_PACKAGES = ("fs_notes", "fs_notes.sandbox")
+OWN_PACKAGES = ("fs_notes",)
 _PT_INTERP = 3
 
 
