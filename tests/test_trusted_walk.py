@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -326,8 +327,14 @@ def _fuse_case(tmp_path: Path) -> None:
         os.chown(alice / "notes", OTHER, OTHER)
         conf = tmp_path / "fuse.conf"
         conf.write_text("user_allow_other\n")
+        # and /dev/fuse open to the mounter as a desktop has it (Debian's udev rule gives it
+        # 0666; a container's is often 0600): a node of the same device, bound over it there
+        device = tmp_path / "fuse-device"
+        os.mknod(device, 0o600 | stat.S_IFCHR, os.stat("/dev/fuse").st_rdev)
+        device.chmod(0o666)
         prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-                  f'mount --bind "{conf}" /etc/fuse.conf && exec "$@"', "sh"]  # fmt: skip
+                  f'mount --bind "{conf}" /etc/fuse.conf'
+                  f' && mount --bind "{device}" /dev/fuse && exec "$@"', "sh"]  # fmt: skip
         way = mounted / "link" / "notes"
         _opens(source / "link" / "notes", alice / "notes")  # the control, without the mount:
         # the link is root's, alice's folder hers: the way is root's and alice's
