@@ -312,13 +312,12 @@ def httpx_rate(target: HttpTarget, method: str, max_calls: int, cap: float) -> R
 class InProcess:
     """The server's dispatcher built in this process exactly as `fs-notes serve WORKSPACE` builds
     it (same argument parser, policy, roots, confirmation parts), without a transport, and with
-    the tools acting in this process (`InProcessChanges`: no workers)."""
+    the tools acting in this process (`InThisProcess`: no workers)."""
 
     def __init__(self, workspace: Path, state_dir: Path) -> None:
-        from fs_notes import compose
         from fs_notes.cli import _parser
+        from fs_notes.compose import InThisProcess, compose
         from fs_notes.config import ServeConfig
-        from fs_notes.fs.changes import InProcessChanges
 
         args = _parser().parse_args(
             ["serve", str(workspace), "--replay-db", str(state_dir / "replay.sqlite3")]
@@ -326,11 +325,8 @@ class InProcess:
         config = ServeConfig.from_args(args)
         self.policy = config.policy
         self.principal = self.policy.local_principal()
-        self.roots = compose.open_roots(self.policy)
-        self._confirm = compose.open_confirm_parts(config.state)
-        self.dispatcher, self.env = compose.build_server(
-            self.policy, self.roots, self._confirm, InProcessChanges(self.roots)
-        )
+        self._composed = compose(self.policy, config.state, InThisProcess())
+        self.dispatcher, self.env = self._composed.dispatcher, self._composed.env
 
     def handle_raw(self, raw: bytes) -> bytes:
         """One request line in, the response bytes out (parse + dispatch + dumps)."""
@@ -341,9 +337,7 @@ class InProcess:
         return dumps(response)
 
     def close(self) -> None:
-        for root in self.roots.values():
-            root.close()
-        self._confirm.close()
+        self._composed.close()
 
 
 def in_process_rate(server: InProcess, method: str, max_calls: int, cap: float) -> Rate:

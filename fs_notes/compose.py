@@ -1,15 +1,15 @@
-"""The composition root: the one place the server's parts are built and wired.
+"""The composition root: the one place the server's parts are built and wired, by one function.
 
-`fs-notes serve` (serve.py), the escape exercises' knock-out target (exercises/target.py), the
-in-process tests and the benchmarks all build the server here, from a policy and `StatePaths`:
-`open_roots` (layer 2's root handles), `open_confirm_parts` (sealer, replay store, audit log) and
-`build_server` (the tools and the dispatcher, around the door for changes); for `serve`, also
-`confine_self` (layer 3's self-confinement) and `build_served` (the OS layer's workers and the
-lazily built dispatcher); serve.py only orders these steps in time. What a caller chooses is named
-at the call: the one door every change to a note goes through (fs/changes.py `NoteChanges`: the
-confined workers, `sandbox.confined.ConfinedChanges`, or the filesystem layer in this process,
-`InProcessChanges`; a required argument, never a default) and the id rules (the lexical layer
-unless the knock-out target says otherwise).
+`compose` builds the server from a policy, its state and the door for changes, in order: the
+root handles (`open_roots`, layer 2), the confirmation state (`open_confirm_parts`: sealer,
+replay store, audit log), the claim on the search indexes, self-confinement (layer 3,
+`SelfConfine`), the door every change to a note goes through (fs/changes.py `NoteChanges`:
+`ThroughOsLayer`, the confined workers, or `InThisProcess`, the filesystem layer here; a
+required argument, never a default), then the tools and the dispatcher. `fs-notes serve`
+(serve.py; `fs-notes demo` runs it), the escape exercises' knock-out target
+(exercises/target.py, the one caller that changes what the tools see: `Seen`), the in-process
+tests and the benchmarks all call it; they only order it in time with what is theirs (the
+listening socket, the transport). `Composed.close` closes it all.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import os
 import shlex
 import sqlite3
 import stat
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .config import StatePaths, folder_problem
 from .confirm.audit import AuditLog, AuditLogDamaged
@@ -41,16 +42,17 @@ from .render import shown
 from .rounds.seal import KEPT_NAME, KeyFileError, KeyRing, StateSealer
 
 if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first answer
-    from .config import ServeConfig
-    from .fs.changes import NoteChanges
-    from .protocol.dispatch import Dispatcher, LazyDispatcher
-    from .sandbox.confined import ConfinedChanges, OsLayer
-    from .sandbox.probe import HostReport
+    from .confirm.location import RedisLocation
+    from .fs.changes import ChangeableRoot, NoteChanges
+    from .protocol.dispatch import Dispatcher
     from .sandbox.selfconfine import SelfConfinement
-    from .tools.context import IdRules, NotesEnv, WorkspaceRoots
+    from .tools.context import IdRules, NoteRoot, NotesEnv, WorkspaceRoots
+
+    class ToolRoot(NoteRoot, ChangeableRoot, Protocol):
+        """A root handle as the tools read it and the filesystem layer here changes it."""
 
 log = logging.getLogger("fs_notes.compose")
-#: What `confine_self` says is said by serve, as operators have read it (the start-up lines).
+#: What self-confinement says is said by serve, as operators have read it (the start-up lines).
 serve_log = logging.getLogger("fs_notes.serve")
 
 
@@ -322,32 +324,22 @@ def _with_keys_and_audit(
     return ConfirmParts(StateSealer(keyring), replay, audit, source, keyring.signing_kid)
 
 
-def build_server(
-    policy: Policy,
-    roots: WorkspaceRoots,
-    confirm: ConfirmParts,
-    changes: NoteChanges,
-    *,
-    ids: IdRules | None = None,
+def _dispatcher(
+    policy: Policy, roots: WorkspaceRoots, confirm: ConfirmParts, changes: NoteChanges,
+    ids: IdRules | None,
 ) -> tuple[Dispatcher, NotesEnv]:
-    """The dispatcher and tool state for these roots. `changes` is the one door every tool
-    changes notes through, named by every caller: `serve` passes the confined workers
-    (`sandbox.confined.ConfinedChanges`); the filesystem layer in this process
-    (`fs.changes.InProcessChanges`) is for in-process tests and the exercises' knock-out of the
-    OS layer. `serve` passes the default for `ids` (the lexical layer); only the escape
-    exercises' knock-out target passes other rules."""
+    """The tools (tools/catalogue.py) around the door for changes, and the dispatcher."""
     from .app import build_dispatcher, build_methods
+    from .protocol.subscriptions import listen_method
     from .tools import resources
     from .tools.catalogue import server_tools
     from .tools.context import NotesEnv
     from .tools.granted import sole_workspace
+    from .tools.live import LiveNotes
 
     env = NotesEnv(policy, roots, ids, confirm.index_dir)
     tools = server_tools(env, changes, confirm.sealer, confirm.replay, confirm.audit)
     list_resources, read_resource = resources.build(env)
-    from .protocol.subscriptions import listen_method
-    from .tools.live import LiveNotes
-
     methods = build_methods(
         tools,
         policy=policy,
@@ -369,33 +361,213 @@ def build_server(
     return dispatcher, env
 
 
-def confine_self(
-    config: ServeConfig,
-    confirm: ConfirmParts,
-    port: int | None,
-    roots: dict[str, WorkspaceRoot],
-) -> SelfConfinement | None:
-    """Confine this process (sandbox/selfconfine.py), before any thread starts; what was done
-    (None: --no-self-confine). ConfigError when Landlock is there and cannot be applied."""
-    if not config.self_confine:
-        serve_log.warning("the server does not confine itself (--no-self-confine)")
-        return None
-    from .sandbox.selfconfine import SelfConfinementFailed, confine_server
+@dataclass(frozen=True)
+class SelfConfine:
+    """Confine this process (sandbox/selfconfine.py) once the state is open: what, besides the
+    policy and the state, it must keep reachable. The replay store's port (and the name files,
+    for a store named by host name) come from the state."""
+
+    http_port: int | None = None  # the listening socket's, bound before
+    port_file: str | None = None
+    #: What a root server's monitor may start (the escape exercises add their attacker worker).
+    worker_programs: tuple[str, ...] | None = None
+
+
+@dataclass
+class Opened:
+    """What a door is opened on: the policy and root handles as opened, what the tools see of
+    them (the same, unless the knock-out target says otherwise) and what self-confinement did."""
+
+    policy: Policy
+    roots: dict[str, WorkspaceRoot]
+    tool_roots: Mapping[str, ToolRoot]
+    confined: SelfConfinement | None
+
+
+class Door(Protocol):
+    """The one door every change to a note goes through (fs/changes.py `NoteChanges`), as the
+    caller of `compose` names it: opened on the parts, with what closes it."""
+
+    def open(self, opened: Opened) -> tuple[NoteChanges, Callable[[], None]]: ...
+
+
+@dataclass(frozen=True)
+class ThroughOsLayer:
+    """Layer 3: the confined workers (sandbox/confined.py `OsLayer`, started on first need, their
+    mode chosen from what self-confinement proved, else from the host probe it made before the
+    private view) and `ConfinedChanges` through them. What `serve` opens."""
+
+    allow_unconfined: bool = False
+
+    def open(self, opened: Opened) -> tuple[NoteChanges, Callable[[], None]]:
+        from .sandbox.confined import ConfinedChanges, OsLayer
+
+        confined = opened.confined
+        layer = OsLayer(
+            opened.policy,
+            opened.roots,
+            allow_unconfined=self.allow_unconfined,
+            self_confined=confined is not None and confined.enforced,
+            host=confined.host if confined is not None else None,
+        )
+        return ConfinedChanges(layer), layer.close
+
+
+@dataclass(frozen=True)
+class InThisProcess:
+    """The filesystem layer in this process (fs/changes.py `InProcessChanges` on the tools'
+    root handles), no worker: for in-process tests, benchmarks and the exercises' knock-out of
+    the OS layer."""
+
+    def open(self, opened: Opened) -> tuple[NoteChanges, Callable[[], None]]:
+        from .fs.changes import InProcessChanges
+
+        return InProcessChanges(opened.tool_roots), _nothing
+
+
+def _nothing() -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the escape exercises' knock-out target (exercises/target.py) puts between the tools
+    and the real parts: the policy they read, the root handles they use (made from the real
+    ones; `real_roots` False opens none: layer 2 knocked out) and their id rules. Nothing else
+    passes one; `serve` cannot."""
+
+    policy: Callable[[Policy], Policy]
+    roots: Callable[[dict[str, WorkspaceRoot]], Mapping[str, ToolRoot]]
+    ids: IdRules
+    real_roots: bool = True
+
+
+@dataclass
+class Composed:
+    """The server as built: its dispatcher, the parts it holds, what self-confinement did and the
+    door; `close` closes them in reverse order of opening (the door and the OS layer, the tools'
+    search indexes, the index claim, the root handles, the confirmation state if opened here)."""
+
+    dispatcher: Dispatcher
+    roots: dict[str, WorkspaceRoot]
+    confirm: ConfirmParts
+    confined: SelfConfinement | None
+    changes: NoteChanges
+    #: The tool state built (one once the dispatcher is built; lazily for `serve`).
+    envs: list[NotesEnv]
+    _closers: list[Callable[[], None]]
+
+    @property
+    def env(self) -> NotesEnv:
+        return self.envs[0]
+
+    def close(self) -> None:
+        while self._closers:
+            self._closers.pop()()
+
+
+def compose(
+    policy: Policy,
+    state: StatePaths | ConfirmParts,
+    door: Door,
+    *,
+    confine: SelfConfine | None = None,
+    seen: Seen | None = None,
+    unused_days: float | None = None,
+    lazy: bool = False,
+) -> Composed:
+    """The server, every part in order: the root handles (`open_roots`: a refused workspace
+    leaves nothing in the state folder), the confirmation state (`open_confirm_parts`, unless
+    the caller gives the parts, and then closes them), the claim on the search indexes and the
+    pruning of unused ones (`unused_days`: `serve` only, before self-confinement hides the
+    state folder's other files), self-confinement (`confine`; None: none, and the caller says
+    why), the door (a required argument: `ThroughOsLayer` for `serve`, `InThisProcess`, or a
+    test's own), the tools and the dispatcher. `lazy` (serve): `server/discover` is answered at
+    once and the tools (and pydantic) load just after, on a thread (`LazyDispatcher.warm_up`).
+    On ConfigError what was opened is closed."""
+    closers: list[Callable[[], None]] = []
+
+    def closing() -> None:
+        while closers:
+            closers.pop()()
 
     try:
-        store = config.state.replay_store
-        # The folder it keeps state in (SQLite's, or the state folder beside a shared store).
-        db = confirm.replay_db
-        if db is None and confirm.index_dir is not None:
-            db = os.path.join(confirm.index_dir, "replay.sqlite3")
+        roots = open_roots(policy) if seen is None or seen.real_roots else {}
+        for root in roots.values():
+            closers.append(root.close)
+        if isinstance(state, ConfirmParts):
+            confirm = state
+        else:
+            confirm = open_confirm_parts(state, policy)
+            closers.append(confirm.close)
+        if unused_days is not None:
+            from .forget import claim_and_prune
+
+            closers.append(claim_and_prune(confirm.index_dir, policy, unused_days).release)
+        confined = None
+        if confine is not None:
+            store = state.replay_store if isinstance(state, StatePaths) else None
+            confined = _confine_self(policy, confirm, roots, confine, store)
+        tool_roots: Mapping[str, ToolRoot] = roots if seen is None else seen.roots(roots)
+        changes, close_door = door.open(Opened(policy, roots, tool_roots, confined))
+        envs: list[NotesEnv] = []
+
+        def close_envs() -> None:  # (each scrubs its search indexes: search/index.py)
+            for env in envs:
+                env.close()
+
+        closers += [close_envs, close_door]
+        tools_policy = policy if seen is None else seen.policy(policy)
+        ids = None if seen is None else seen.ids
+
+        def build() -> Dispatcher:
+            full, env = _dispatcher(tools_policy, tool_roots, confirm, changes, ids)
+            envs.append(env)
+            return full
+
+        dispatcher: Dispatcher
+        if lazy:
+            from .discovery import discover_method
+            from .protocol.dispatch import LazyDispatcher
+
+            early = {"server/discover": discover_method(policy=policy, resources=True, live=True)}
+            lazily = LazyDispatcher(early, build)
+            lazily.warm_up(1.0)
+            dispatcher = lazily
+        else:
+            dispatcher = build()
+    except BaseException:
+        closing()
+        raise
+    return Composed(dispatcher, roots, confirm, confined, changes, envs, closers)
+
+
+def _confine_self(
+    policy: Policy,
+    confirm: ConfirmParts,
+    roots: dict[str, WorkspaceRoot],
+    confine: SelfConfine,
+    store: RedisLocation | None,
+) -> SelfConfinement:
+    """Confine this process now, before any thread starts (sandbox/selfconfine.py); ConfigError
+    when Landlock is there and cannot be applied."""
+    from .sandbox.launch import WORKER_PROGRAM
+    from .sandbox.selfconfine import SelfConfinementFailed, confine_server
+
+    # The folder it keeps state in (SQLite's, or the state folder beside a shared store).
+    db = confirm.replay_db
+    if db is None and confirm.index_dir is not None:
+        db = os.path.join(confirm.index_dir, "replay.sqlite3")
+    try:
         done = confine_server(
-            config.policy,
+            policy,
             replay_db=db,
             connect_ports=(store.port,) if store is not None else (),
             connect_names=store is not None and store.host_is_name,
-            http_port=port,
-            port_file=config.http.port_file if config.http is not None else None,
+            http_port=confine.http_port,
+            port_file=confine.port_file,
             roots=roots,
+            worker_programs=confine.worker_programs or (WORKER_PROGRAM,),
         )
     except SelfConfinementFailed as exc:
         raise ConfigError(
@@ -405,73 +577,3 @@ def confine_self(
     if not done.enforced:  # what it did is in the start-up summary (startup.py)
         serve_log.warning("the server does not confine itself: %s", done.reason)
     return done
-
-
-def open_os_layer(
-    policy: Policy,
-    roots: dict[str, WorkspaceRoot],
-    *,
-    allow_unconfined: bool,
-    self_confined: bool,
-    host: HostReport | None,
-) -> tuple[OsLayer, ConfinedChanges]:
-    """Layer 3 for `serve` and the knock-out target: the OS layer (its workers start on first
-    need, their mode chosen from what self-confinement proved, else from `host`, the probe made
-    before the private view) and the door for changes through it. The caller closes the layer."""
-    from .sandbox.confined import ConfinedChanges, OsLayer
-
-    layer = OsLayer(
-        policy, roots, allow_unconfined=allow_unconfined, self_confined=self_confined, host=host
-    )
-    return layer, ConfinedChanges(layer)
-
-
-@dataclass
-class Served:
-    """What `serve` runs: the dispatcher, the OS layer behind its door, and the tool state it
-    built (its search indexes), closed in that order by `close`."""
-
-    dispatcher: LazyDispatcher
-    os_layer: OsLayer
-    envs: list[NotesEnv]
-
-    def close(self) -> None:
-        self.os_layer.close()
-        for env in self.envs:  # (each scrubs its search indexes: search/index.py)
-            env.close()
-
-
-def build_served(
-    policy: Policy,
-    roots: dict[str, WorkspaceRoot],
-    confirm: ConfirmParts,
-    *,
-    allow_unconfined: bool,
-    confined: SelfConfinement | None,
-) -> Served:
-    """The server `serve` runs: the OS layer (sandbox/confined.py: the workers, their mode
-    chosen from what `confine_self` proved, or the host probe) and the tools behind its door
-    (`ConfinedChanges`), built by `build_server` on first need. `server/discover` is answered at
-    once; the tools (and pydantic) load just after, on a thread (`LazyDispatcher.warm_up`)."""
-    from .discovery import discover_method
-    from .protocol.dispatch import LazyDispatcher
-
-    os_layer, changes = open_os_layer(
-        policy,
-        roots,
-        allow_unconfined=allow_unconfined,
-        self_confined=confined is not None and confined.enforced,
-        host=confined.host if confined is not None else None,
-    )
-    envs: list[NotesEnv] = []
-
-    def build() -> Dispatcher:
-        full, env = build_server(policy, roots, confirm, changes)
-        envs.append(env)
-        return full
-
-    dispatcher = LazyDispatcher(
-        {"server/discover": discover_method(policy=policy, resources=True, live=True)}, build
-    )
-    dispatcher.warm_up(1.0)
-    return Served(dispatcher, os_layer, envs)

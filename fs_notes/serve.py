@@ -1,12 +1,11 @@
 """`fs-notes serve`: the server's lifecycle, from a typed configuration to a running transport.
 
-`config.py` parses the command line and the policy once; `compose.py` builds every part (the
-root handles, the confirmation state, the self-confinement, the OS layer, the tools and the
-dispatcher); this module orders them: close inherited fds, leave the controlling terminal (a
-session of its own, behind a relay: sandbox/session.py), open the root handles and then the
-confirmation state (a refused workspace leaves nothing in the state folder), bind the listening
-socket, confine the process (before any thread starts), build the served parts, log the
-operator's start-up summary (`startup.py`), run stdio or Streamable HTTP, and close everything.
+`config.py` parses the command line and the policy once; `compose.compose` builds every part
+(the root handles, the confirmation state, the self-confinement, the OS layer, the tools and
+the dispatcher); this module orders the rest around it: close inherited fds, leave the
+controlling terminal (a session of its own, behind a relay: sandbox/session.py), bind the
+listening socket (self-confinement then allows that port only), compose, log the operator's
+start-up summary (`startup.py`), run stdio or Streamable HTTP, and close everything.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import os
 import secrets
 import socket
 
-from .compose import build_served, confine_self, open_confirm_parts, open_roots
+from .compose import SelfConfine, ThroughOsLayer, compose
 from .config import HttpBind, HttpOptions, ServeConfig
 from .errors import ConfigError
 from .limits import connection_budget
@@ -72,51 +71,42 @@ def run(config: ServeConfig) -> int:
                 f'workspace "{ws.name}": worker_user = "{ws.worker_user[0]}" needs serve to run '
                 "as root (or as that user)"
             )
-    # The workspaces first: a refused one leaves nothing in the state folder (the exercises'
-    # start-up class judges that from outside), then the replay database and key ring there.
-    roots = open_roots(policy)
-    try:
-        confirm = open_confirm_parts(config.state, policy)
-    except ConfigError:
-        for root in roots.values():
-            root.close()
-        raise
-    from .forget import claim_and_prune
-
-    try:  # before self-confinement, which may hide the state folder's other files
-        indexes = claim_and_prune(confirm.index_dir, policy, config.unused_days)
-    except ConfigError:
-        for root in roots.values():
-            root.close()
-        confirm.close()
-        raise
     http = config.http
     listener = _listen(http.bind, policy.limits.max_connections) if http is not None else None
-    port = int(listener.getsockname()[1]) if listener is not None else None
-    confined = confine_self(config, confirm, port, roots)  # before any thread starts
+    confine = None
+    if config.self_confine:  # the listening socket is bound before: then that port only
+        port = int(listener.getsockname()[1]) if listener is not None else None
+        confine = SelfConfine(port, http.port_file if http is not None else None)
+    else:
+        log.warning("the server does not confine itself (--no-self-confine)")
+    try:
+        served = compose(
+            policy,
+            config.state,
+            ThroughOsLayer(config.allow_unconfined),
+            confine=confine,
+            unused_days=config.unused_days,
+            lazy=True,
+        )
+    except BaseException:
+        if listener is not None:
+            listener.close()
+        raise
     from .startup import log_summary
 
-    served = build_served(
-        policy, roots, confirm, allow_unconfined=config.allow_unconfined, confined=confined
-    )
-    dispatcher = served.dispatcher
-    log_summary(config, roots, confirm, confined)
+    log_summary(config, served.roots, served.confirm, served.confined)
     try:
         if http is None:
             from .transport import stdio
 
             assert stdio_principal is not None
             out = stdio.claim_stdout()
-            asyncio.run(stdio.serve(dispatcher, stdio_principal, out))
+            asyncio.run(stdio.serve(served.dispatcher, stdio_principal, out))
         else:
             assert listener is not None
-            _serve_http(http, policy, dispatcher, listener)
+            _serve_http(http, policy, served.dispatcher, listener)
     finally:
         served.close()
-        indexes.release()
-        for root in roots.values():
-            root.close()
-        confirm.close()
     return 0
 
 

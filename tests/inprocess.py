@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fs_notes.compose import ConfirmParts, build_server, open_roots
+from fs_notes.compose import ConfirmParts, Opened, compose
 from fs_notes.confirm.audit import AuditLog
 from fs_notes.confirm.replay import ReplayStore
 from fs_notes.confirm.spent import SpentNonces
@@ -21,6 +21,21 @@ from fs_notes.rounds.seal import KeyRing, StateSealer
 FORM: dict[str, object] = {"elicitation": {"form": {}}}
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
 NO_CAPS: dict[str, object] = {"io.modelcontextprotocol/clientCapabilities": {}}
+
+
+class _Made:
+    """A door for `compose` made by a test from the root handles (the filesystem layer in this
+    process, a door that records or refuses, or one made beforehand); closed by the test."""
+
+    def __init__(self, make: Callable[[dict[str, WorkspaceRoot]], NoteChanges]) -> None:
+        self._make = make
+
+    def open(self, opened: Opened) -> tuple[NoteChanges, Callable[[], None]]:
+        return self._make(opened.roots), _nothing
+
+
+def _nothing() -> None:
+    pass
 
 
 class InProcess:
@@ -38,17 +53,16 @@ class InProcess:
         """`replay`: a store to use (the caller's to close) instead of a SQLite file in
         `state_dir`; `door`: the door for changes, made from the root handles (the filesystem
         layer in this process, unless a test records or refuses)."""
-        self.roots = open_roots(policy)
         self._own_replay = replay is None
         self.replay = replay or ReplayStore(str(state_dir / "replay.db"), clock=clock)
         self.audit = AuditLog(str(audit) if audit else None)
         parts = ConfirmParts(
             StateSealer(keyring, clock=clock), self.replay, self.audit, state_dir=str(state_dir)
         )
-        self.dispatcher: Dispatcher
-        self.dispatcher, self.env = build_server(
-            policy, self.roots, parts, door(self.roots)
-        )
+        self._composed = compose(policy, parts, _Made(door))
+        self.roots = self._composed.roots
+        self.dispatcher: Dispatcher = self._composed.dispatcher
+        self.env = self._composed.env
         self._ids = itertools.count(1)
 
     def call(
@@ -72,8 +86,7 @@ class InProcess:
         return response
 
     def close(self) -> None:
-        for root in self.roots.values():
-            root.close()
+        self._composed.close()
         if self._own_replay:
             self.replay.close()
         self.audit.close()
@@ -85,11 +98,13 @@ class Wired:
     a replay database in `state`, no audit log."""
 
     def __init__(self, policy: Policy, changes: NoteChanges, state: Path) -> None:
-        self.roots = open_roots(policy)
         self.replay = ReplayStore(str(state / "replay.db"))
         self.changes = changes
         parts = ConfirmParts(StateSealer(KeyRing.ephemeral()), self.replay, AuditLog(None))
-        self.dispatcher, self.env = build_server(policy, self.roots, parts, changes)
+        self._composed = compose(policy, parts, _Made(lambda _roots: changes))
+        self.roots = self._composed.roots
+        self.dispatcher = self._composed.dispatcher
+        self.env = self._composed.env
 
     def call(self, name: str, arguments: dict[str, Any], principal: str = "me") -> dict[str, Any]:
         """The `result` of one tools/call (2026-07-28, no client capabilities)."""
@@ -101,6 +116,5 @@ class Wired:
         return result
 
     def close(self) -> None:
-        for root in self.roots.values():
-            root.close()
+        self._composed.close()
         self.replay.close()

@@ -1,10 +1,11 @@
 """A legacy session in process: the modern handlers behind it, a scripted 2025-era client in front.
 
-Each test drives `LegacySession.handle` with the real dispatcher of `build_server` and a scripted
-`send` that plays the client: it sees every server-initiated request and answers (or not). Rules:
-2025-11-25 client/elicitation and basic/utilities/cancellation, 2026-07-28 basic/versioning; the
-capability and forwarding rules are ours (fs_notes/legacy/session.py, translate.py). Every refusal
-asserts that the note, and the file outside the workspace, are still there.
+Each test drives `LegacySession.handle` with the real dispatcher the composition root builds
+(`compose`) and a scripted `send` that plays the client: it sees every server-initiated
+request and answers (or not). Rules: 2025-11-25 client/elicitation and
+basic/utilities/cancellation, 2026-07-28 basic/versioning; the capability and forwarding rules
+are ours (fs_notes/legacy/session.py, translate.py). Every refusal asserts that the note, and
+the file outside the workspace, are still there.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Every tool that changes a note goes through the `NoteChanges` the composition root is given, by
 the filesystem layer's own verb; a door that refuses stops each tool before anything is done.
 Judged from outside: a door that records (and passes on to the filesystem layer) and one that
-refuses, given to the real tools through `build_server`; the files are compared byte for byte
-and stat for stat.
+refuses, given to the real tools through the composition root (`compose`); the files are
+compared byte for byte and stat for stat.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from inprocess import InProcess
 
-from fs_notes.compose import build_server
+from fs_notes.compose import compose
 from fs_notes.fs import Identity
 from fs_notes.fs.changes import OPS, ChangeableRoot, InProcessChanges, Op
 from fs_notes.policy_file import load_policy
@@ -194,9 +194,10 @@ def test_a_door_that_refuses_stops_each_tool_before_anything_is_done(
 
 def test_the_composition_root_takes_the_door_as_a_required_argument() -> None:
     """No default and no string sentinel: a caller that names no door cannot build a server."""
-    param = inspect.signature(build_server).parameters["changes"]
+    param = inspect.signature(compose).parameters["door"]
     assert param.default is inspect.Parameter.empty
     assert param.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert param.annotation == "Door"  # a protocol, opened on the parts: never a string
     assert OPS == ("create_note", "update_note", "unlink_note", "move_note")
 
 

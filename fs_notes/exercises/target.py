@@ -34,16 +34,17 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from fs_notes.sandbox.kinds import Mode
 from fs_notes.sandbox.probe import HostReport
 
-from ..compose import build_server, open_confirm_parts, open_os_layer, open_roots
+from ..compose import Door, InThisProcess, Opened, Seen, SelfConfine, ThroughOsLayer, compose
 from ..config import StatePaths
 from ..errors import ConfigError
 from ..fs import WorkspaceRoot
-from ..fs.changes import InProcessChanges, NoteChanges
+from ..fs.changes import OPS, NoteChanges, Op
 from ..policy import Policy, PolicyError
 from ..policy_file import load_policy
 from ..sandbox.launch import WORKER_PROGRAM
@@ -100,22 +101,38 @@ def _leak(paths: Sequence[str]) -> tuple[int, ...]:
     return tuple(fds)
 
 
-def _confine_self(
-    knockout: str, policy: Policy, replay_db: str, roots: dict[str, WorkspaceRoot]
-) -> tuple[bool, HostReport | None]:
-    """Whether Landlock confines this process, and the host probe made before the private view
-    (without Landlock: what the workers' mode is chosen from)."""
-    if knockout == "os":
-        return False, None
-    from ..sandbox.selfconfine import SelfConfinementFailed, confine_server
+@dataclass(frozen=True)
+class _Traced:
+    """A door whose refusals by the verbs in `traced` are recorded (tracing.TracingChanges)."""
 
-    try:
-        # the monitor of a root target starts the attacker worker too (rawworker.py)
-        programs = (WORKER_PROGRAM, RawWorker.PROGRAM)
-        done = confine_server(policy, replay_db=replay_db, roots=roots, worker_programs=programs)
-    except SelfConfinementFailed as exc:
-        raise ConfigError(f"self-confinement failed: {exc}") from None
-    return done.enforced, done.host
+    inner: Door
+    trace: Trace
+    traced: frozenset[Op] = frozenset(OPS)
+
+    def open(self, opened: Opened) -> tuple[NoteChanges, Callable[[], None]]:
+        changes, close = self.inner.open(opened)
+        return TracingChanges(changes, self.trace, self.traced), close
+
+
+@dataclass(frozen=True)
+class _RawDeletes:
+    """Layer 2 knocked out: changes in this (still self-confined) process over the naive roots,
+    deletions by the attacker worker's bare unlink (rawdelete.RawChanges)."""
+
+    leak_fds: tuple[int, ...]
+
+    def open(self, opened: Opened) -> tuple[NoteChanges, Callable[[], None]]:
+        from .rawdelete import RawChanges
+
+        confined = opened.confined
+        raw = RawChanges(
+            opened.policy,
+            opened.tool_roots,
+            self_confined=confined is not None and confined.enforced,
+            host=confined.host if confined is not None else None,
+            leak_fds=self.leak_fds,
+        )
+        return raw, raw.close
 
 
 class _Attackers:
@@ -194,44 +211,35 @@ def run(argv: Sequence[str]) -> int:
         replay_db=os.path.join(args.state, "replay.db"),
         audit_log=os.path.join(args.state, "audit.jsonl"),
     )
-    confirm = open_confirm_parts(state)
     knockout: str = args.knockout
     trace = Trace()
-    real = open_roots(policy) if knockout != "filesystem" else {}
     host = HostLookup()  # the judge's look at the host, from before the private view
-    db = confirm.replay_db
-    assert db is not None  # the target keeps its own SQLite file
-    self_confined, host_report = _confine_self(knockout, policy, db, real)
-    roots: dict[str, TracingRoot | NaiveRoot] = {}
-    for ws in policy.workspaces:
-        if knockout == "filesystem":
-            roots[ws.name] = NaiveRoot(ws.path, trace, host)
-        else:
-            roots[ws.name] = TracingRoot(real[ws.name], ws.path, trace, host)
-    closers = []
-    # Knocked out, the OS layer is not there: the tools act in this process (no worker).
-    changes: NoteChanges = InProcessChanges(roots)
-    if knockout in ("none", "lexical"):
-        layer, confined = open_os_layer(
-            policy, real, allow_unconfined=False, self_confined=self_confined, host=host_report
-        )
-        closers.append(layer.close)
-        changes = TracingChanges(confined, trace)
-    elif knockout == "filesystem":
-        from .rawdelete import RawChanges
 
-        raw = RawChanges(
-            policy, roots, self_confined=self_confined, host=host_report, leak_fds=leaked
-        )
-        closers.append(raw.close)
-        changes = TracingChanges(raw, trace, frozenset({"unlink_note"}))
-    dispatcher, _env = build_server(
-        TracingPolicy.wrap(policy, trace, naive_uris=knockout == "lexical"),
-        roots,
-        confirm,
-        changes,
-        ids=PERMISSIVE_IDS if knockout == "lexical" else traced_ids(trace),
+    def tool_roots(real: dict[str, WorkspaceRoot]) -> dict[str, TracingRoot | NaiveRoot]:
+        if knockout == "filesystem":
+            return {ws.name: NaiveRoot(ws.path, trace, host) for ws in policy.workspaces}
+        return {ws.name: TracingRoot(real[ws.name], ws.path, trace, host)
+                for ws in policy.workspaces}  # fmt: skip
+
+    seen = Seen(
+        lambda real: TracingPolicy.wrap(real, trace, naive_uris=knockout == "lexical"),
+        tool_roots,
+        PERMISSIVE_IDS if knockout == "lexical" else traced_ids(trace),
+        real_roots=knockout != "filesystem",
     )
+    # Knocked out, the OS layer is not there: the tools act in this process (no worker).
+    door: Door = {
+        "none": _Traced(ThroughOsLayer(), trace),
+        "lexical": _Traced(ThroughOsLayer(), trace),
+        "filesystem": _Traced(_RawDeletes(leaked), trace, frozenset({"unlink_note"})),
+    }.get(knockout, InThisProcess())
+    # the monitor of a root target starts the attacker worker too (rawworker.py)
+    confine = SelfConfine(worker_programs=(WORKER_PROGRAM, RawWorker.PROGRAM))
+    served = compose(
+        policy, state, door, confine=confine if knockout != "os" else None, seen=seen
+    )
+    confined = served.confined
+    self_confined = confined is not None and confined.enforced
     config = {
         "knockout": knockout,
         "selfConfined": self_confined,
@@ -246,21 +254,18 @@ def run(argv: Sequence[str]) -> int:
     log.warning("knock-out target: %s", config)
     from ..transport import stdio
 
+    host_report = confined.host if confined is not None else None
     attackers = _Attackers(policy, knockout, self_confined, trace, host_report)
-    closers.append(attackers.close)
     private: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         COMPROMISED_METHOD: attackers.handle
     }
     try:
         out = stdio.claim_stdout()
-        dispatch = TracingDispatcher(dispatcher, trace, config, private)
+        dispatch = TracingDispatcher(served.dispatcher, trace, config, private)
         asyncio.run(stdio.serve(dispatch, principal, out))
     finally:
-        for close in closers:
-            close()
-        for root in real.values():
-            root.close()
-        confirm.close()
+        attackers.close()
+        served.close()
     return 0
 
 

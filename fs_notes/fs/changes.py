@@ -7,8 +7,8 @@ through it only, with the verbs `fs.WorkspaceRoot` has (`create_note`, `update_n
 tool (`changes.unlink_note`) through the confined worker's client, the frame it sends and the
 worker (`root.unlink_note`) to `unlinkat`; likewise an update and a move.
 
-Two implementations, and the composition root (fs_notes/compose.py `build_server`) takes one as
-a required argument, with no default:
+Two implementations, and the composition root (fs_notes/compose.py `compose`) takes one as a
+required argument, with no default (its `door`: `InThisProcess`, `ThroughOsLayer`):
 - `InProcessChanges` (here): the root handles of this process, layer 2 only. For the in-process
   tests, and for the exercises' knock-out of layer 3, where "the OS layer is not there" must be
   what runs.
