@@ -471,7 +471,7 @@ def compose(
     state: StatePaths | ConfirmParts,
     door: Door,
     *,
-    confine: SelfConfine | None = None,
+    confine: Callable[[], SelfConfine | None] | None = None,
     seen: Seen | None = None,
     unused_days: float | None = None,
     lazy: bool = False,
@@ -480,9 +480,11 @@ def compose(
     leaves nothing in the state folder), the confirmation state (`open_confirm_parts`, unless
     the caller gives the parts, and then closes them), the claim on the search indexes and the
     pruning of unused ones (`unused_days`: `serve` only, before self-confinement hides the
-    state folder's other files), self-confinement (`confine`; None: none, and the caller says
-    why), the door (a required argument: `ThroughOsLayer` for `serve`, `InThisProcess`, or a
-    test's own), the tools and the dispatcher. `lazy` (serve): `server/discover` is answered at
+    state folder's other files), self-confinement (`confine`, called just before, says what it
+    must keep reachable, or None for no self-confinement, when the caller says why: serve
+    binds its listening socket then, so a refused workspace binds nothing), the door (a
+    required argument: `ThroughOsLayer` for `serve`, `InThisProcess`, or a test's own), the
+    tools and the dispatcher. `lazy` (serve): `server/discover` is answered at
     once and the tools (and pydantic) load just after, on a thread (`LazyDispatcher.warm_up`).
     On ConfigError what was opened is closed."""
     closers: list[Callable[[], None]] = []
@@ -505,9 +507,10 @@ def compose(
 
             closers.append(claim_and_prune(confirm.index_dir, policy, unused_days).release)
         confined = None
-        if confine is not None:
+        asked = confine() if confine is not None else None
+        if asked is not None:
             store = state.replay_store if isinstance(state, StatePaths) else None
-            confined = _confine_self(policy, confirm, roots, confine, store)
+            confined = _confine_self(policy, confirm, roots, asked, store)
         tool_roots: Mapping[str, ToolRoot] = roots if seen is None else seen.roots(roots)
         changes, close_door = door.open(Opened(policy, roots, tool_roots, confined))
         envs: list[NotesEnv] = []

@@ -72,13 +72,24 @@ def run(config: ServeConfig) -> int:
                 "as root (or as that user)"
             )
     http = config.http
-    listener = _listen(http.bind, policy.limits.max_connections) if http is not None else None
-    confine = None
-    if config.self_confine:  # the listening socket is bound before: then that port only
-        port = int(listener.getsockname()[1]) if listener is not None else None
-        confine = SelfConfine(port, http.port_file if http is not None else None)
-    else:
-        log.warning("the server does not confine itself (--no-self-confine)")
+    listener: socket.socket | None = None
+
+    def listen() -> int | None:
+        """Bind the listening socket once the state is open (a refused workspace binds
+        nothing), before self-confinement, which then allows binding that port only."""
+        nonlocal listener
+        if http is None:
+            return None
+        listener = _listen(http.bind, policy.limits.max_connections)
+        return int(listener.getsockname()[1])
+
+    def confine() -> SelfConfine | None:
+        port = listen()
+        if not config.self_confine:
+            log.warning("the server does not confine itself (--no-self-confine)")
+            return None
+        return SelfConfine(port, http.port_file if http is not None else None)
+
     try:
         served = compose(
             policy,

@@ -236,7 +236,7 @@ def run(argv: Sequence[str]) -> int:
     # the monitor of a root target starts the attacker worker too (rawworker.py)
     confine = SelfConfine(worker_programs=(WORKER_PROGRAM, RawWorker.PROGRAM))
     served = compose(
-        policy, state, door, confine=confine if knockout != "os" else None, seen=seen
+        policy, state, door, confine=None if knockout == "os" else lambda: confine, seen=seen
     )
     confined = served.confined
     self_confined = confined is not None and confined.enforced
