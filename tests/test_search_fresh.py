@@ -422,13 +422,15 @@ def test_a_note_cannot_mark_its_own_words_as_matched() -> None:
     assert hit.snippet.count("**") == 2 and "**wombat**" in hit.snippet
 
 
-def test_another_server_holding_the_index_is_a_clear_error_and_nothing_is_rebuilt(
+def test_another_server_holding_the_index_is_searched_as_committed_and_nothing_is_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Another server holds the write lock (a build) when a note changed: the query is not
+    refused, it searches what is committed and says 0 of 1 notes are indexed as they are now;
+    the file is not removed. The control: once let go, the next query indexes the change."""
     import sqlite3
 
     from fs_notes.search import index as index_module
-    from fs_notes.tools.context import ToolFailure
 
     monkeypatch.setattr(index_module, "BUSY_MS", 50)
     notes = tmp_path / "notes"
@@ -446,12 +448,17 @@ def test_another_server_holding_the_index_is_a_clear_error_and_nothing_is_rebuil
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # the other server, in the middle of a build
     (notes / "a.md").write_text("# A\n\nokapi again\n")
-    with pytest.raises(ToolFailure, match="busy"):
-        current(env, ws)
+    kept_out = current(env, ws)
+    assert kept_out.partial is not None
+    assert (kept_out.partial.indexed, kept_out.partial.total) == (0, 1)
+    assert [h.id for h in kept_out.index.search("okapi", limit=5)] == ["a.md"]  # as committed
+    assert kept_out.index.search("again", limit=5) == []
     other.execute("ROLLBACK")
     other.close()
     assert path.stat().st_ino == inode  # not deleted under the other server
-    assert [h.id for h in current(env, ws).index.search("again", limit=5)] == ["a.md"]
+    again = current(env, ws)
+    assert again.partial is None
+    assert [h.id for h in again.index.search("again", limit=5)] == ["a.md"]
     root.close()
 
 

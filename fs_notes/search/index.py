@@ -16,8 +16,12 @@ Guarantees:
   before returning it, and `forget` one that changed. Nothing is stored that a listing did not
   produce: every id, tag and link in it comes from a servable note of this workspace.
 - Ranking (`search`): a note whose title, file name or one of its aliases is the query comes
-  first; then BM25 over title (weight 10), aliases and tags (8), file name and path (6),
-  headings (4) and body (1), with any of the words matching (more and rarer ones rank higher),
+  first; then BM25 over title (weight 10), aliases, tags and the front matter's description
+  (8; the body is the text after the front matter, so a snippet never shows it), file name
+  and path (6),
+  headings (4) and body (1), raised for a note named by a run of the query's words by the
+  share of the query that run is (`NAMED_BOOST`), with any of the words matching (more and
+  rarer ones rank higher),
   "quoted phrases" as phrases and the last word of a short query as a prefix (query.py); in a
   large index, a word more than half of all notes hold is left out of a query that also has
   rarer ones (BM25 gives it no weight; scoring it would cost a look at most notes). Case and
@@ -33,6 +37,12 @@ Guarantees:
   stop the build (tools/indexed.py does when its request is cancelled, also by a server that is
   stopping): the batch under way is rolled back, every committed note stays whole (a note's
   rows are written in one transaction), and the next refresh indexes only what is missing.
+- Several servers on one folder share the file (the state folder's): one writes at a time
+  (SQLite's write lock, which a crashed server's exit lets go), the others search what it has
+  committed (WAL: readers are never blocked by the writer). A refresh waits `GLANCE_MS` for
+  the lock and then raises `Building` (how many of the notes listed are indexed as they are
+  now) instead of waiting for a whole build; a build that another server wrote between the
+  batches of (SQLite's `data_version` changed) indexes only what that one did not.
 - The file is created 0600 by us (never through a symlink), in the state folder (the replay
   database's), never in a workspace; temporary tables stay in memory (the confined server writes
   nowhere else). A file that is not an index of this version's shape is removed and built again.
@@ -83,9 +93,9 @@ MAX_BODY_CHARS = 256 << 10
 MAX_TOTAL_CHARS = 1 << 30
 PROGRESS_SECONDS = 2.0
 BATCH = 2000
-#: Bumped when the schema or what is extracted into it changes (8: tags only at a line start
-#: or after white space): an index of another version is rebuilt from scratch.
-VERSION = 8
+#: Bumped when the schema or what is extracted into it changes (9: the body without its front
+#: matter, a description with the aliases): an index of another version is rebuilt from scratch.
+VERSION = 9
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS doc (rid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL,"
     " key TEXT NOT NULL, title TEXT NOT NULL, stem TEXT NOT NULL, body_chars INTEGER NOT NULL)",
@@ -147,12 +157,28 @@ SCRUB_SECONDS = 60.0
 SNIPPET_CHARS = 160
 PRUNE_FROM = 2000
 BUSY_MS = 5000  # how long a query waits for another server's write to the shared file
+#: How long a refresh waits for another server's write before it searches what is committed.
+GLANCE_MS = 250
 MAX_NAMED = 1000
 _NO_MARKERS = str.maketrans({MARK_START: " ", MARK_END: " "})
 #: How much more a note counts when its title, file name or an alias is a run of the query's
-#: words (query.name_grams): "extract a tar archive" finds tar.md before pages that only say
-#: "extract" and "archive" often. Checked by benchmarks/search_quality.py.
+#: words (query.name_grams), times the share of the query's words that run is: "extract a tar
+#: archive" finds tar.md before pages that only say "extract" and "archive" often, but one
+#: word of a sentence-long question (a note named `backup.md`) does not outweigh the note that
+#: matches all of it. Chosen by benchmarks/search_quality.py on two public collections (0.3,
+#: 0.6 and 1.0 within 0.01 of each other; a boost not scaled by the share was below the plain
+#: FTS5 index on sentence queries).
 NAMED_BOOST = 0.6
+
+
+class Building(Exception):
+    """Another server holds the index's write lock (it is building or updating it): nothing was
+    written, and what it has committed can be searched. `indexed` of the `total` notes listed
+    are in the index as they are now."""
+
+    def __init__(self, indexed: int, total: int) -> None:
+        super().__init__(f"{indexed} of {total} notes indexed")
+        self.indexed, self.total = indexed, total
 
 
 @dataclass(frozen=True)
@@ -167,9 +193,10 @@ class Extract:
     """What the index keeps of one note (tools/indexed.py reads it from the note)."""
 
     title: str
-    text: str = ""
+    text: str = ""  # the body: the text after the front matter (snippets come from it)
     tags: list[str] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
+    described: str = ""  # what the front matter says the note is about (its description)
     headings: list[str] = field(default_factory=list)
     links: list[LinkOut] = field(default_factory=list)
 
@@ -227,6 +254,7 @@ class NoteIndex:
         self._warned_full = False
         self._total = 0  # characters of body text indexed
         self._docs = 0  # notes indexed
+        self._version = -1  # the file's data_version the two counts were made at
         self._gone = False  # a note dropped for good since the last scrub: scrub at once
         self._replaced = False  # text an edit replaced since the last scrub: scrub on a timer
         self._timer: threading.Timer | None = None
@@ -301,8 +329,10 @@ class NoteIndex:
             conn.execute(f"PRAGMA user_version = {VERSION}")
         for statement in _SCHEMA:
             conn.execute(statement)
-        if FTS5_SECURE_DELETE:
-            conn.execute("INSERT INTO fts (fts, rank) VALUES ('secure-delete', 1)")
+        if FTS5_SECURE_DELETE:  # (written once: a write would wait for another server's)
+            on = conn.execute("SELECT v FROM fts_config WHERE k = 'secure-delete'").fetchone()
+            if on is None or on[0] != 1:
+                conn.execute("INSERT INTO fts (fts, rank) VALUES ('secure-delete', 1)")
         return conn
 
     def _connection(self) -> sqlite3.Connection:
@@ -326,33 +356,41 @@ class NoteIndex:
         the workspace); `load(id)` gives the note's Extract, or None for a note that cannot be
         read now; `on_progress(done, total)` is called after each note (re)indexed (the caller
         rate-limits what it does with it; an exception it raises stops the build, keeping the
-        batches committed, and is raised again). Returns how many notes were (re)indexed. (Reading
+        batches committed, and is raised again). Returns how many notes were (re)indexed.
+        `Building` if another server holds the write lock for longer than `GLANCE_MS`: nothing
+        is written, what it committed is there to search; when it writes between this one's
+        batches, what it indexed is not indexed again (`data_version`). (Reading
         ahead in threads was tried: with the GIL shared by the parsing thread, a 100,000-note
         build took 31 s instead of 20 with the files in the page cache, and gained 3 s of 36
         without.)"""
         with self._lock:
             conn = self._connection()
-            known = dict(conn.execute("SELECT id, key FROM doc"))
-            seen: set[str] = set()
-            pending: list[tuple[str, str]] = []
-            for note_id, key in listed:
-                seen.add(note_id)
-                if known.get(note_id) != key:
-                    pending.append((note_id, key))
+            known, version = self._known(conn)
+            listed = list(listed)
+            pending = [(i, k) for i, k in listed if known.get(i) != k]
+            seen = {i for i, _ in listed}
             if not pending and known.keys() <= seen:  # nothing to write: take no write lock
                 return 0
+            if not self._begin(conn, wait=False):  # another server is writing: what it has
+                raise Building(len(listed) - len(pending), len(listed))  # committed is there
             changed = 0
             started = last = time.monotonic()
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                for note_id, key in pending:
+                if self._data_version(conn) != version:  # written meanwhile: not done again
+                    pending, known = self._left(conn, pending)
+                while changed < len(pending):
+                    note_id, key = pending[changed]
                     self._put(conn, note_id, key, load)
                     changed += 1
                     if on_progress is not None:
                         on_progress(changed, len(pending))
                     if changed % BATCH == 0:  # a cancelled build keeps what it did
                         conn.execute("COMMIT")
+                        version = self._data_version(conn)
                         conn.execute("BEGIN IMMEDIATE")
+                        if self._data_version(conn) != version:  # another server's batch
+                            rest, known = self._left(conn, pending[changed:])
+                            pending[changed:] = rest
                     now = time.monotonic()
                     if now - last >= PROGRESS_SECONDS:
                         last = now
@@ -377,10 +415,13 @@ class NoteIndex:
         self, entries: Iterable[tuple[str, str | None]], load: Callable[[str], Extract | None]
     ) -> None:
         """Look again at the notes the folder watch named: (id, identity key, or None if it is
-        no longer a servable note). Each is read again, whatever its key, or dropped."""
+        no longer a servable note). Each is read again, whatever its key, or dropped.
+        `Building` (nothing written) if another server holds the write lock, as `refresh`."""
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+            entries = list(entries)
+            if not self._begin(conn, wait=False):
+                raise self._building(conn, entries)
             try:
                 for note_id, key in entries:
                     if key is None:
@@ -392,6 +433,72 @@ class NoteIndex:
                 self._roll_back(conn)
                 raise
             self._after_write(conn)
+
+    def _building(
+        self, conn: sqlite3.Connection, entries: list[tuple[str, str | None]]
+    ) -> Building:
+        """`Building` for an update kept out: the notes indexed as they are now, of all."""
+        total, indexed = self._docs, self._docs
+        for note_id, key in entries:
+            row = conn.execute("SELECT key FROM doc WHERE id = ?", (note_id,)).fetchone()
+            if row is None:
+                total += key is not None
+            elif key is None:
+                total, indexed = total - 1, indexed - 1
+            elif row[0] != key:
+                indexed -= 1
+        return Building(indexed, total)
+
+    def _known(self, conn: sqlite3.Connection) -> tuple[dict[str, str], int]:
+        """Each indexed note's identity key, and the file's data version they were read at
+        (one read transaction: what another server commits after it changes the version).
+        The counts of notes and body text are made again when another server wrote since."""
+        conn.execute("BEGIN")
+        try:
+            known = dict(conn.execute("SELECT id, key FROM doc"))
+            version = self._data_version(conn)
+            if version != self._version:
+                self._count(conn)
+                self._version = version
+            return known, version
+        finally:
+            conn.execute("COMMIT")
+
+    def _count(self, conn: sqlite3.Connection) -> None:
+        total = conn.execute("SELECT coalesce(sum(body_chars), 0), count(*) FROM doc").fetchone()
+        self._total, self._docs = int(total[0]), int(total[1])
+
+    @staticmethod
+    def _data_version(conn: sqlite3.Connection) -> int:
+        """Changes when another connection commits to the file (SQLite's `data_version`)."""
+        return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _left(
+        self, conn: sqlite3.Connection, pending: list[tuple[str, str]]
+    ) -> tuple[list[tuple[str, str]], dict[str, str]]:
+        """Another server wrote to the file since `pending` was made (within the write lock
+        now): what of it is still to do, what is indexed now, and the body-text count again."""
+        known = dict(conn.execute("SELECT id, key FROM doc"))
+        self._count(conn)
+        return [(i, k) for i, k in pending if known.get(i) != k], known
+
+    def _begin(self, conn: sqlite3.Connection, *, wait: bool) -> bool:
+        """Take the write lock (BEGIN IMMEDIATE). Not waiting: only for `GLANCE_MS`, for a
+        write of another server's that is done in a moment (one note), and False if it holds
+        the file longer (a build: its reader then searches what that one committed)."""
+        if wait:
+            conn.execute("BEGIN IMMEDIATE")
+            return True
+        conn.execute(f"PRAGMA busy_timeout = {int(GLANCE_MS)}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not _locked(exc):
+                raise
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_MS)}")
+        return True
 
     def _after_write(self, conn: sqlite3.Connection) -> None:
         """Scrub now if a note was dropped for good; start the timer if an edit replaced text."""
@@ -518,7 +625,7 @@ class NoteIndex:
                 rid,
                 segment(note.title),
                 segment(name),
-                segment(" ".join([*note.aliases, words])),
+                segment(" ".join([*note.aliases, words, note.described])),
                 segment("\n".join(note.headings)),
                 segment(body),
             ),
@@ -575,12 +682,16 @@ class NoteIndex:
             expression = match_expression(query, self._common(conn, words_of(query)))
             assert expression is not None
             best = self._best(conn, expression, prefix, tag.casefold(), offset + limit)
-            named: dict[int, bool] = {}  # rid -> exact (the whole query) or named (a run of it)
+            # rid -> the share of the query's words its title, file name or an alias is (1.0:
+            # the whole query, an exact hit; "tar" of "extract a tar archive": 0.25)
+            named: dict[int, float] = {}
+            words = max(1, exact_gram.count(" ") + 1)
             for gram in [exact_gram, *grams]:
+                share = 1.0 if gram == exact_gram else (gram.count(" ") + 1) / words
                 for (rid,) in conn.execute(
                     "SELECT rid FROM name WHERE gram = ? LIMIT ?", (gram, MAX_NAMED)
                 ):
-                    named[rid] = named.get(rid, False) or gram == exact_gram
+                    named[rid] = max(named.get(rid, 0.0), share)
             missing = json.dumps(sorted(named.keys() - best.keys()))
             for rid, score in conn.execute(_SCORED, {"match": expression, "rids": missing}):
                 if not (prefix or tag) or self._kept(conn, rid, prefix, tag):
@@ -588,8 +699,8 @@ class NoteIndex:
             ranked = sorted(
                 best.items(),
                 key=lambda item: (
-                    not named.get(item[0], False),
-                    item[1] * (1.0 + NAMED_BOOST * (item[0] in named)),
+                    named.get(item[0], 0.0) < 1.0,
+                    item[1] * (1.0 + NAMED_BOOST * named.get(item[0], 0.0)),
                     item[0],
                 ),
             )[offset : offset + limit]

@@ -18,7 +18,10 @@ links.py); a note over its workspace's read limit is indexed by its title only.
 Guarantees: what the index holds was listed by the filesystem layer as a servable note of this
 workspace (the index never widens what can be seen: callers still re-check each result with
 `recheck`, which stats the note through layer 2 and drops it from the index if it changed).
-Refreshes of one workspace are serialized. A request that waits on a build of the whole
+Refreshes of one workspace are serialized. While another server writes the index (a first
+build of a folder both serve), a query is never refused: it searches what that server has
+committed, and `Indexed.partial` says how much of the workspace that is; what was left undone
+is looked at again by the next query. A request that waits on a build of the whole
 workspace and carries `_meta.progressToken` is sent `notifications/progress` (done and total
 notes) while it waits (protocol/progress.py). A build stops at the next note once its
 request is cancelled (by the client, or by SIGINT/SIGTERM stopping the server): what it
@@ -41,7 +44,7 @@ from ..notes.properties import aliases_of, properties_of
 from ..notes.tags import tags_of
 from ..notes.titles import front_matter_block, headings_of, title_of
 from ..protocol import cancel, progress
-from ..search.index import Extract, LinkOut
+from ..search.index import Building, Extract, LinkOut
 from .context import NotesEnv, Opened, ToolFailure, fs_message
 from .loading import ident_key, key_text, load_note, stat_key
 
@@ -77,13 +80,29 @@ def extract(env: NotesEnv, ws: Opened, note_id: str) -> Extract | None:
     env.cache.put(ws.workspace.name, note_id, ident_key(ident), title, text, keep_text=False)
     _, body = front_matter_block(text)
     links = [LinkOut(link.target, link.heading, link.embed) for link in links_of(text)]
+    properties = properties_of(text)
     return Extract(
         title=title,
-        text=text,
+        text=body,
         tags=tags_of(text),
-        aliases=aliases_of(properties_of(text)),
+        aliases=aliases_of(properties),
+        described=described(properties),
         headings=headings_of(body),
         links=links,
+    )
+
+
+#: The properties whose text says what a note is about (Obsidian's, Jekyll's, Hugo's...):
+#: searched with the aliases and tags, since the front matter is not the body's text.
+DESCRIBING = ("description", "summary", "abstract", "subtitle", "excerpt")
+
+
+def described(properties: dict[str, object]) -> str:
+    """The text of the note's describing properties (`DESCRIBING`), one line each."""
+    return "\n".join(
+        " ".join(value.split())[:1000]
+        for key in DESCRIBING
+        if isinstance(value := properties.get(key), str)
     )
 
 
@@ -105,6 +124,9 @@ class Indexed:
     def __init__(self, env: NotesEnv, ws: Opened) -> None:
         self.env, self.ws = env, ws
         self.index, self._watch, self._lock = env.index(ws)
+        #: Another server is writing the index: what it has committed is searched, and this
+        #: is how much of the workspace that holds (None: all of it, as it is now).
+        self.partial: Building | None = None
 
     def refresh(self) -> None:
         with self._lock:
@@ -112,6 +134,9 @@ class Indexed:
             try:
                 try:
                     self._refresh(changes)
+                except Building as building:  # never refused for it: what is there, said so
+                    self.partial = building
+                    self._left_to_do(changes)
                 except sqlite3.DatabaseError as exc:
                     if not damaged(exc):
                         raise
@@ -128,6 +153,14 @@ class Indexed:
             except BaseException:  # cancelled, or anything else: what was taken is looked at again
                 self._watch.invalidate()
                 raise
+
+    def _left_to_do(self, changes: Changes) -> None:
+        """What another server's write kept this refresh from doing is done by a later one:
+        the whole workspace again, or the notes the watch named, looked at each query."""
+        if changes.stale:
+            self._watch.invalidate()
+        for note_id in changes.names:
+            self._watch.suspect(note_id)
 
     def _refresh(self, changes: Changes) -> None:
         env, ws, watch = self.env, self.ws, self._watch
@@ -176,7 +209,10 @@ class Indexed:
         except FsError:
             now = None
         if now != key:  # no longer a note: its text scrubbed now; changed: on the timer
-            self.index.remove(note_id, gone=now is None)
+            try:
+                self.index.remove(note_id, gone=now is None)
+            except sqlite3.OperationalError as exc:  # kept, and tried again (index.remove)
+                log.info("search index: a drop waits for another server (%s)", _code(exc))
             self._watch.suspect(note_id)
             return False
         return True
