@@ -92,3 +92,38 @@ def test_a_snippet_shows_the_matched_text_never_the_front_matter(tmp_path: Path)
         assert described.snippet.startswith("# Herons Grey herons wade")
     finally:
         folder.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "answer"),
+    [
+        ("C#", "c-sharp.md"),
+        ("C++17", "cpp.md"),
+        ("git push --force", "push.md"),
+        (".gitignore", "ignore.md"),
+        ("std::vector", "vector.md"),
+    ],
+)
+def test_a_code_word_finds_the_note_that_has_it_whole(
+    tmp_path: Path, query: str, answer: str
+) -> None:
+    """Symbols people type as part of a word are not dropped: each note below shares the
+    query's plain words with a dozen shorter ones that hold them more often (C, force,
+    gitignore, std and vector: BM25 alone puts those first), and the one with the code word
+    whole comes first, whether it is in the title, in `inline code`, or in
+    prose (C#, C++17, std::vector, .gitignore)."""
+    notes = {
+        "c-sharp.md": "# Language notes\n\nWe write the service in C# and test it nightly.\n",
+        "cpp.md": "# Standards\n\nThe build needs C++17 for structured bindings.\n",
+        "push.md": "# Publishing\n\nRun `git push --force` only on your own branch.\n",
+        "ignore.md": "# Keeping files out\n\nList them in .gitignore at the top.\n",
+        "vector.md": "# Containers\n\nA std::vector grows as you add to it.\n",
+    }
+    for i in range(12):
+        plain = "C C, push git, force force, gitignore, vector std 17"
+        notes[f"other/n{i}.md"] = f"# C {i}\n\n{plain}\n"
+    folder = _Folder(tmp_path, notes)
+    try:
+        assert folder.search(query)[0].id == answer
+    finally:
+        folder.close()

@@ -19,7 +19,8 @@ Guarantees:
   first; then BM25 over title (weight 10), aliases, tags and the front matter's description
   (8; the body is the text after the front matter, so a snippet never shows it), file name
   and path (6),
-  headings (4) and body (1), raised for a note named by a run of the query's words by the
+  headings (4), body (1) and the code words of them all (6: `C#`, `--force`, query.py),
+  raised for a note named by a run of the query's words by the
   share of the query that run is (`NAMED_BOOST`), with any of the words matching (more and
   rarer ones rank higher),
   "quoted phrases" as phrases and the last word of a short query as a prefix (query.py); in a
@@ -77,7 +78,10 @@ from dataclasses import dataclass, field
 from .query import (
     MARK_END,
     MARK_START,
+    MAX_CODE_WORDS,
     MAX_TERMS,
+    code_term,
+    code_words,
     match_expression,
     name_grams,
     plain,
@@ -93,9 +97,10 @@ MAX_BODY_CHARS = 256 << 10
 MAX_TOTAL_CHARS = 1 << 30
 PROGRESS_SECONDS = 2.0
 BATCH = 2000
-#: Bumped when the schema or what is extracted into it changes (9: the body without its front
-#: matter, a description with the aliases): an index of another version is rebuilt from scratch.
-VERSION = 9
+#: Bumped when the schema or what is extracted into it changes (10: the code words; 9: the body
+#: without its front matter, a description with the aliases): an index of another version is
+#: rebuilt from scratch.
+VERSION = 10
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS doc (rid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL,"
     " key TEXT NOT NULL, title TEXT NOT NULL, stem TEXT NOT NULL, body_chars INTEGER NOT NULL)",
@@ -112,9 +117,12 @@ _SCHEMA = (
     " target TEXT NOT NULL, heading TEXT, embed INTEGER NOT NULL, name TEXT NOT NULL,"
     " PRIMARY KEY (rid, n)) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS link_name ON link (name)",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, name, keys, headings, body,"
+    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, name, keys, headings, body, code,"
     " tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3')",
 )
+# BM25's weight of each column of `fts` (in each bm25() below): title 10, file name and path
+# 6, aliases with tags and the description 8, headings 4, body 1, and the code words of them
+# all 6 (query.code_words).
 # A note has the tag :tag or one nested in it (both queries below).
 _TAGGED = (
     "SELECT id, key, title FROM doc WHERE EXISTS (SELECT 1 FROM tag WHERE tag.rid = doc.rid"
@@ -125,9 +133,9 @@ _TAGGED = (
 # matches a quarter of all notes): the best rows by BM25 alone, from the FTS table alone (or,
 # with a folder or tag filter, joined to doc); the exact and named notes, looked up by name and
 # scored; then doc's fields and the snippet for the page that is returned.
-_BEST = "SELECT rowid, bm25(fts, 10.0, 6.0, 8.0, 4.0, 1.0) FROM fts WHERE fts MATCH :match"
+_BEST = "SELECT rowid, bm25(fts, 10.0, 6.0, 8.0, 4.0, 1.0, 6.0) FROM fts WHERE fts MATCH :match"
 _BEST_FILTERED = (
-    "SELECT fts.rowid, bm25(fts, 10.0, 6.0, 8.0, 4.0, 1.0) FROM fts"
+    "SELECT fts.rowid, bm25(fts, 10.0, 6.0, 8.0, 4.0, 1.0, 6.0) FROM fts"
     " JOIN doc ON doc.rid = fts.rowid"
     " WHERE fts MATCH :match AND (:folder = '' OR substr(doc.id, 1, length(:folder)) = :folder)"
     " AND (:tag = '' OR EXISTS (SELECT 1 FROM tag WHERE tag.rid = doc.rid"
@@ -135,7 +143,7 @@ _BEST_FILTERED = (
 )
 _ORDER = " ORDER BY 2, 1 LIMIT :limit"
 _SCORED = (
-    "SELECT fts.rowid, bm25(fts, 10.0, 6.0, 8.0, 4.0, 1.0) FROM fts"
+    "SELECT fts.rowid, bm25(fts, 10.0, 6.0, 8.0, 4.0, 1.0, 6.0) FROM fts"
     " WHERE fts MATCH :match AND fts.rowid IN (SELECT value FROM json_each(:rids))"
 )
 # Snippets: FTS5 re-reads a term's whole doclist for each `MATCH ... AND rowid = ?`, so the bodies
@@ -618,9 +626,11 @@ class NoteIndex:
              for n, link in enumerate(note.links)],
         )  # fmt: skip
         words = " ".join(t.replace("/", " ").replace("-", " ") for t in note.tags)
+        named = "\n".join([note.title, *note.aliases, *note.headings])
+        code = dict.fromkeys([*code_words(named, prose=False), *code_words(body)])
         conn.execute(
-            "INSERT INTO fts (rowid, title, name, keys, headings, body)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO fts (rowid, title, name, keys, headings, body, code)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 rid,
                 segment(note.title),
@@ -628,6 +638,7 @@ class NoteIndex:
                 segment(" ".join([*note.aliases, words, note.described])),
                 segment("\n".join(note.headings)),
                 segment(body),
+                " ".join(code_term(w) for w in list(code)[:MAX_CODE_WORDS]),
             ),
         )
 

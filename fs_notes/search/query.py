@@ -15,6 +15,10 @@ character, in the index and in the query alike; a query word holding them become
 its characters, which matches them adjacent and in order anywhere in a run. `unsegment` removes
 the separators from snippets again.
 
+Code words (`C#`, `--force`, `.gitignore`, `std::vector`, `C++17`): besides its plain words,
+a query's code words are searched whole, as the index keeps them (`code_words`, `code_term`),
+so the note that has `C#` comes before the thousand that have the letter C.
+
 Guarantees: `match_expression` returns None when the query holds no word (nothing to search),
 else an expression FTS5 accepts for any input. Does not: stem ("plans" does not find "plan"),
 or segment scripts with combining marks and no spaces (Thai, Khmer).
@@ -104,11 +108,68 @@ def match_expression(query: str, skip: frozenset[str] = frozenset()) -> str | No
     words = [m.group(2) for m in matches if m.group(2) is not None]
     if len(words) >= 3 and len(words) == len(matches):  # the words in order count extra
         terms.append(_quoted(" ".join(words[:MAX_TERMS])))
+    if terms:  # (a query of symbols alone holds no word: nothing to search)
+        terms += [_quoted(code_term(w)) for w in code_words(query, prose=False)[:MAX_TERMS]]
     return " OR ".join(terms) if terms else None
 
 
 MAX_GRAMS = 24
 GRAM_WORDS = 4
+
+#: Code words: a word with the symbols people type as part of it (`C#`, `C++17`, `--force`,
+#: `.gitignore`, `std::vector`, `two-step`), which unicode61 cuts into plain words or drops
+#: (`C#` is the word "c" of a thousand notes). Each is also indexed whole, as one token of its
+#: own (`code_term`), in a column of its own, and a query's code words are searched so too.
+_SYMBOLS = frozenset("#+.:-")
+_CODE_SPAN = re.compile(r"`([^`\n]{1,200})`")
+_CODE_TOKEN = re.compile(r"[-.]*\w[\w#+.:\-]*")
+#: A token with a symbol in it (the others are no code words: not looked at one by one).
+_SYMBOL_TOKEN = re.compile(r"[-.]+\w[\w#+.:\-]*|\w+[#+.:\-][\w#+.:\-]*")
+MAX_CODE_WORDS = 256
+_CODE_CHARS = 64
+
+
+def _code_word(token: str) -> str | None:
+    token = token.rstrip(".:-").casefold()
+    if len(token) > _CODE_CHARS or _SYMBOLS.isdisjoint(token):
+        return None
+    return token
+
+
+def code_words(text: str, *, prose: bool = True) -> list[str]:
+    """The code words of `text`, each once, case-folded. In `prose` (a note's body, which may
+    be long) only where code is written: in `inline code`, where a word runs into `#`, `+` or
+    `::` (C#, C++, std::vector), and a word that starts with a dot (.gitignore): a scan of
+    every word costs a 100,000-note build seconds; otherwise (a title, a heading, a query) in
+    every word."""
+    found: dict[str, None] = {}
+
+    def add(tokens: list[str]) -> None:
+        for token in dict.fromkeys(tokens):
+            word = _code_word(token)
+            if word is not None and len(found) < MAX_CODE_WORDS:
+                found[word] = None
+
+    if not prose:
+        add(_SYMBOL_TOKEN.findall(normal(text)))
+        return list(found)
+    add(_SYMBOL_TOKEN.findall(" ".join(_CODE_SPAN.findall(text))))
+    for symbol in ("#", "+", "::", " ."):  # (str.find: 20 times a regular expression's speed)
+        at = text.find(symbol, 1)
+        while at > 0 and len(found) < MAX_CODE_WORDS:
+            start = at + 1 if symbol == " ." else at
+            while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.:-"):
+                start -= 1
+            m = _CODE_TOKEN.match(text, start) if start < at or symbol == " ." else None
+            if m is not None:
+                add([m.group()])
+            at = text.find(symbol, at + 1)
+    return list(found)
+
+
+def code_term(word: str) -> str:
+    """A code word as one token unicode61 keeps whole: its UTF-8 in hexadecimal after a `q`."""
+    return "q" + word.encode("utf-8", "surrogatepass").hex()
 
 
 def name_grams(query: str) -> list[str]:
