@@ -1,9 +1,18 @@
 """Known-item search quality on a real notes collection: fs-notes against a plain FTS5 baseline.
 
     .venv/bin/python benchmarks/search_quality.py FOLDER [--sample 300] [--seed 14] [--json]
+        [--questions benchmarks/questions/NAME.json] [--misses]
+
+The two collections the questions are written for, at the commits their files name:
+    git clone https://github.com/obsidianmd/obsidian-help   # FOLDER: obsidian-help/en
+    git clone https://github.com/tldr-pages/tldr            # FOLDER: a copy of tldr holding
+                                                            # only pages/common and pages/linux
 
 From --sample notes of FOLDER (a real public collection, e.g. obsidianmd/obsidian-help's `en/`
-pages; the tests never use it) two query sets are built: each note's title ("navigational"),
+pages; the tests never use it) two query sets are built, and each `--questions FILE` adds one
+written by a person in their own words (benchmarks/questions/: obsidian-help.json for that
+folder, tldr.json for tldr-pages/tldr's pages/common and pages/linux, at the commits they
+name): each note's title ("navigational"),
 and the first sentence of its first paragraph ("natural", at most 12 words). Every query has
 one right answer, the note it came from. Each set is run through the real server
 (`fs-notes serve FOLDER` over stdio, `notes_search` with limit 10) and through a baseline built
@@ -100,6 +109,8 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=14)
     p.add_argument("--json", action="store_true")
     p.add_argument("--misses", action="store_true", help="print what the baseline found and we not")
+    p.add_argument("--questions", type=Path, action="append", default=[], metavar="FILE",
+                   help="a set of questions written by a person (benchmarks/questions/)")  # fmt: skip
     a = p.parse_args()
     folder = a.folder.resolve()
     notes = _notes(folder)
@@ -113,6 +124,12 @@ def main() -> int:
         sentence = _first_sentence(notes[nid])
         if sentence:
             sets["natural"].append((sentence, nid))
+    for file in a.questions:
+        asked = json.loads(file.read_text())["questions"]
+        missing = [nid for _, nid in asked if nid not in notes]
+        if missing:
+            p.error(f"{file}: answers not in {folder}: {missing[:3]} (another collection?)")
+        sets[f"person:{file.stem}"] = [(q, nid) for q, nid in asked]
     conn = _baseline(notes)
     state = tempfile.mkdtemp(prefix="fs-notes-quality-")
     server = StdioServer("serve", str(folder), "--replay-db", state + "/replay.db")
@@ -155,7 +172,7 @@ def main() -> int:
         print(f"{report['notes']} notes in {folder}; cold index build {report['index_build_s']} s")
         for name, s in report["sets"].items():
             ours, base = s["fs-notes"], s["fts5 baseline"]
-            print(f"{name:<13} ({ours['queries']} queries)  fs-notes MRR@10 {ours['mrr@10']:.3f} "
+            print(f"{name:<20} ({ours['queries']} queries)  fs-notes MRR@10 {ours['mrr@10']:.3f} "
                   f"hit@10 {ours['hit@10']:.3f}   baseline MRR@10 {base['mrr@10']:.3f} "
                   f"hit@10 {base['hit@10']:.3f}")  # fmt: skip
         print("PASS" if not worse else f"BELOW THE BASELINE: {', '.join(worse)}")
