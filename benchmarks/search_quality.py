@@ -109,8 +109,10 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=14)
     p.add_argument("--json", action="store_true")
     p.add_argument("--misses", action="store_true", help="print what the baseline found and we not")
-    p.add_argument("--questions", type=Path, action="append", default=[], metavar="FILE",
-                   help="a set of questions written by a person (benchmarks/questions/)")  # fmt: skip
+    p.add_argument(
+        "--questions", type=Path, action="append", default=[], metavar="FILE",
+        help="a set of questions written by a person (benchmarks/questions/)",
+    )  # fmt: skip
     a = p.parse_args()
     folder = a.folder.resolve()
     notes = _notes(folder)
