@@ -18,6 +18,9 @@ reached it a clear error, and nobody else anything:
 - `listens_per_principal`: open `subscriptions/listen` streams of one principal, and
   `subscriptions_per_principal`: the note URIs its open streams are subscribed to, together
   (tools/live.py): one more is refused with an error naming the limit (added 2026-12-01).
+- `max_shrink`, `max_headings_lost`: the share of a note's length and of its headings an
+  update or edit may remove unless the caller passes `allowShrink` (tools/versions.py, with
+  fs_notes/notes/damage.py; 1: no bound).
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ class Limits:
     subscriptions_per_principal: int = 1024
     #: A search index not served for this many days is removed when serve starts (0: never).
     unused_index_days: int = 30
+    #: The share of a note's length, and of its headings, an update or edit may remove without
+    #: `allowShrink` (fs_notes/notes/damage.py; added 2026-12-07).
+    max_shrink: float = 0.5
+    max_headings_lost: float = 0.5
 
     def to_json(self) -> dict[str, float | int]:
         return {
@@ -58,6 +65,8 @@ class Limits:
             "listens_per_principal": self.listens_per_principal,
             "subscriptions_per_principal": self.subscriptions_per_principal,
             "unused_index_days": self.unused_index_days,
+            "max_shrink": self.max_shrink,
+            "max_headings_lost": self.max_headings_lost,
         }
 
 
@@ -72,6 +81,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "listens_per_principal": (1, 256),
     "subscriptions_per_principal": (1, 100_000),
     "unused_index_days": (0, 36500),
+    "max_shrink": (0.01, 1),
+    "max_headings_lost": (0.01, 1),
 }
 
 

@@ -115,6 +115,8 @@ class _LimitsTable(_Table):
     listens_per_principal: int = Limits.listens_per_principal
     subscriptions_per_principal: int = Limits.subscriptions_per_principal
     unused_index_days: int = Limits.unused_index_days
+    max_shrink: float = Limits.max_shrink
+    max_headings_lost: float = Limits.max_headings_lost
 
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 

@@ -2,9 +2,10 @@
 
 A note's title and headings (titles.py, which also finds the front matter), its tags (tags.py),
 its front-matter properties and aliases (properties.py), its links as written (links.py), the
-rewriting of its wikilinks to a moved note (relink.py) and notes_edit's replacements and diff
-(textedit.py). The tools in fs_notes/tools/ read and write notes through the filesystem layer
-and keep the index; they call these functions on the text they got.
+rewriting of its wikilinks to a moved note (relink.py), notes_edit's replacements and diff
+(textedit.py) and what a rewrite would destroy unsaid (damage.py). The tools in fs_notes/tools/
+read and write notes through the filesystem layer and keep the index; they call these
+functions on the text they got.
 
 What it guarantees
   * No I/O: nothing here opens, stats or lists a file, queries an index, uses a socket, reads the

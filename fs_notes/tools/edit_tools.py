@@ -29,11 +29,14 @@ from ..render import shown_id
 from .context import NotesEnv, ToolFailure, guarded
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .versions import (
+    ALLOW_SHRINK_ARG,
     VERSION_ARG,
     Current,
+    damage_guard,
     expected_version,
     mismatch,
     read_current,
+    refuse_damage,
     require_writable,
     write_if,
 )
@@ -106,17 +109,21 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
             diffs[:] = [unified_diff(before, after, note_id)]
             return None if dry_run or after == before else after.encode("utf-8")
 
+        guard = damage_guard(env.policy.limits, args)
         if dry_run:  # the same checks, nothing written (and no writer needed)
             current = read_current(ws, note_id)
             if expected is not None and current.version != expected:
                 raise mismatch(note_id, expected)
             edited(current)
+            if guard is not None and diffs:
+                after = apply_edits(current.data.decode("utf-8"), edits).encode("utf-8")
+                refuse_damage(note_id, current.data, after, guard)
             size, version = len(current.data), current.version
         else:
             require_writable(changes, ws)
             written = write_if(
                 ws, changes, note_id, expected, edited,
-                forget=lambda: env.changed(ws, note_id),
+                forget=lambda: env.changed(ws, note_id), guard=guard,
             )  # fmt: skip
             size, version = len(written.data), written.version
         diff = diffs[0] if diffs else ""
@@ -181,7 +188,9 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
             description="Replace exact pieces of a note's text: each edit's oldText must occur "
             "exactly once in the note, else nothing changes and the error says which edit "
             "failed. All edits apply at once, atomically; the result is a unified diff "
-            "(dryRun: only the diff, nothing written)." + _ASK_FOR_VERSION,
+            "(dryRun: only the diff, nothing written). Edits that would remove most of the "
+            "note, its front matter or its headings are refused unless allowShrink is true."
+            + _ASK_FOR_VERSION,
             properties={
                 "workspaceUri": WORKSPACE_URI,
                 "id": NOTE_ID,
@@ -197,6 +206,7 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
                     "description": "Only show the diff; write nothing",
                 },
                 "expectedVersion": VERSION_ARG,
+                "allowShrink": ALLOW_SHRINK_ARG,
             },
             required=("id", "edits"),
             read_only=False,

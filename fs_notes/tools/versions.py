@@ -1,6 +1,9 @@
 """Note versions in the tools: a note read with its version, and the one compare-and-write that
-every versioned write goes through (notes_update with expectedVersion, every notes_append and
-notes_edit; notes_move may use it too).
+every versioned write goes through (every notes_update, unless allowShrink without
+expectedVersion, every notes_append and notes_edit; notes_move may use it too), with the damage
+guard: an update or edit that would remove most of a note, its front matter or its headings,
+or leave a placeholder where text was, is refused unless the caller passes allowShrink
+(fs_notes/notes/damage.py; the bounds are the policy's `max_shrink`, `max_headings_lost`).
 
 Guarantees: `write_if` writes only when the note's bytes, read here through the root handle
 (layer 2: contained, a regular file with one link, read whole under one identity that did not
@@ -32,6 +35,9 @@ from typing import Any
 from ..fs import FsError, Identity, IdentityChanged, TooLarge
 from ..fs.changes import NoteChanges, Op
 from ..fs.version import is_version, note_version
+from ..limits import Limits
+from ..notes.damage import Limits as DamageLimits
+from ..notes.damage import damage
 from ..render import shown_id
 from .context import Opened, ToolFailure, fs_message
 
@@ -44,6 +50,49 @@ VERSION_ARG: dict[str, Any] = {
     "description": "The note's version as notes_read (or the last write) returned it: the write "
     "is refused, and nothing written, if the note changed since",
 }
+
+
+ALLOW_SHRINK_ARG: dict[str, Any] = {
+    "type": "boolean",
+    "description": "Make the change even if it removes most of the note, its front matter or "
+    "most of its headings, or leaves a placeholder where text was (such a change is refused "
+    "otherwise, saying what it would remove): pass it only when that is what the user wants",
+}
+
+#: What a refusal says of each kind of damage to a principal who may not read the note (the
+#: figures would tell of its content).
+_UNSHOWN = {
+    "shrinks": "the note would lose most of its length",
+    "front-matter-lost": "the note's front matter (its properties) would be gone",
+    "front-matter-broken": "the note's front matter would no longer parse as YAML properties",
+    "headings-lost": "most of the note's headings would be gone",
+    "placeholder": "the new text stands a placeholder where text was",
+}
+
+
+def damage_guard(limits: Limits, args: dict[str, Any]) -> DamageLimits | None:
+    """The damage check a change is held to (None: the caller passed allowShrink)."""
+    if args.get("allowShrink") is True:
+        return None
+    return DamageLimits(max_shrink=limits.max_shrink, max_headings_lost=limits.max_headings_lost)
+
+
+def refuse_damage(
+    note_id: str, before: bytes, after: bytes, guard: DamageLimits, *, figures: bool = True
+) -> None:
+    """ToolFailure naming what the change from `before` to `after` would destroy unsaid
+    (fs_notes/notes/damage.py), with data ``{"error": "noteDamaged", "id", "losses": [{code,
+    detail}]}``; nothing when it destroys nothing."""
+    losses = damage(before.decode("utf-8", "replace"), after.decode("utf-8", "replace"), guard)
+    if not losses:
+        return
+    said = [{"code": x.code, "detail": x.detail if figures else _UNSHOWN[x.code]} for x in losses]
+    raise ToolFailure(
+        f"refused: {shown_id(note_id, 300)}: " + "; ".join(d["detail"] for d in said)
+        + ". Nothing was written. If the user wants exactly this, call again with "
+        "allowShrink: true; otherwise change only what needs changing (notes_edit).",
+        {"error": "noteDamaged", "id": note_id, "losses": said},
+    )
 
 
 @dataclass(frozen=True)
@@ -90,15 +139,16 @@ def load_current(ws: Opened, note_id: str) -> Current:
     return Current(data, ident, note_version(ident, data))
 
 
-def read_current(ws: Opened, note_id: str) -> Current:
-    """`load_current` for a write: its refusals as ToolFailure."""
+def read_current(ws: Opened, note_id: str, too_large: str | None = None) -> Current:
+    """`load_current` for a write: its refusals as ToolFailure (`too_large`: what a note above
+    the read limit means for this write)."""
     try:
         return load_current(ws, note_id)
     except TooLarge:
         raise ToolFailure(
             f"refused: {shown_id(note_id, 300)} is above this workspace's read limit of "
-            f"{ws.workspace.read_limit} bytes, so it cannot be edited or appended to here "
-            "(nothing was written)"
+            f"{ws.workspace.read_limit} bytes, so "
+            f"{too_large or 'it cannot be edited or appended to here'} (nothing was written)"
         ) from None
     except FsError as exc:
         raise ToolFailure(fs_message(exc, note_id)) from None
@@ -127,13 +177,18 @@ def write_if(
     make: Callable[[Current], bytes | None],
     *,
     forget: Callable[[], None],
+    guard: DamageLimits | None = None,
+    figures: bool = True,
+    too_large: str | None = None,
 ) -> Written:
     """Read the note, check ``expected``, write ``make(current)`` (None: nothing to write) only
     if the note is still the file read (see the module docstring); ``forget()`` drops what the
-    caches hold of the note after a write was tried."""
+    caches hold of the note after a write was tried. With `guard`, a change that would destroy
+    part of the note unsaid is refused first (`refuse_damage`; `figures` False: without the
+    figures, for a principal who may not read it)."""
     limit = ws.workspace.read_limit
     for _ in range(ATTEMPTS):
-        current = read_current(ws, note_id)
+        current = read_current(ws, note_id, too_large)
         if expected is not None and current.version != expected:
             raise mismatch(note_id, expected)
         data = make(current)
@@ -144,6 +199,8 @@ def write_if(
                 f"refused: {shown_id(note_id, 300)} would be {len(data)} bytes, above this "
                 f"workspace's read limit of {limit} bytes; nothing was written"
             )
+        if guard is not None:
+            refuse_damage(note_id, current.data, data, guard, figures=figures)
         try:
             ident = changes.update_note(ws.workspace.name, note_id, data, expected=current.ident)
         except IdentityChanged:

@@ -6,10 +6,11 @@ files beneath it; or the filesystem layer in this process (`InProcessChanges`: l
 only, for tests and the exercises' knock-out). A door that refuses `create_note` or
 `update_note` in a workspace (no enforceable OS layer: fail closed) is asked before anything
 else happens, and its reason is shown; the note id is checked lexically here and resolved again
-by the filesystem layer behind the door. An update with expectedVersion
-(added 2026-12-01) is a compare-and-write (tools/versions.py): the bytes read here must have that
-version, and the door replaces the note only if it is still the file read. Every result carries
-the note's new version.
+by the filesystem layer behind the door. An update is a compare-and-write (tools/versions.py):
+the bytes read here must have the expectedVersion if one is given (added 2026-12-01), must not
+be destroyed unsaid by the new content (the damage guard, unless allowShrink; added
+2026-12-07), and the door replaces the note only if it is still the file read. Every result
+carries the note's new version.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from ..protocol.models import CallToolResult, TextContent
 from ..render import shown_id
 from .context import NotesEnv, ToolFailure, fs_message, guarded
 from .registry import CONTENT, NOTE_ID, WORKSPACE_URI, ToolSpec
-from .versions import VERSION_ARG, expected_version, require_writable, write_if
+from .versions import (
+    ALLOW_SHRINK_ARG,
+    VERSION_ARG,
+    damage_guard,
+    expected_version,
+    require_writable,
+    write_if,
+)
 
 
 def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
@@ -36,10 +44,14 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
         data = args["content"].encode("utf-8")
         expected = expected_version(args)
         require_writable(changes, ws, "create_note" if verb == "created" else "update_note")
-        if expected is not None:  # compare-and-write (tools/versions.py)
+        guard = damage_guard(env.policy.limits, args) if verb == "updated" else None
+        readable = env.may_read(call, args.get("workspaceUri")) is not None
+        if expected is not None or guard is not None:  # compare-and-write (tools/versions.py)
             written = write_if(
                 ws, changes, note_id, expected, lambda _: data,
-                forget=lambda: env.changed(ws, note_id),
+                forget=lambda: env.changed(ws, note_id), guard=guard, figures=readable,
+                too_large="fs-notes cannot check what the update would remove: pass "
+                "allowShrink: true to replace it anyway",
             )  # fmt: skip
             ident = written.ident if written.ident is not None else written.before.ident
         else:
@@ -51,7 +63,7 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
             except FsError as exc:
                 raise ToolFailure(fs_message(exc, note_id)) from None
             env.changed(ws, note_id)
-        if env.may_read(call, args.get("workspaceUri")) is None:
+        if not readable:
             # A version hashes the file's inode with its bytes: to a principal who wrote the
             # bytes but may not read, it would give away the inode. It could not use it either
             # (expectedVersion needs read). Issue 27.
@@ -78,7 +90,7 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
         return write(call, args, "updated")
 
     props = {"workspaceUri": WORKSPACE_URI, "id": NOTE_ID, "content": CONTENT}
-    update_props = {**props, "expectedVersion": VERSION_ARG}
+    update_props = {**props, "expectedVersion": VERSION_ARG, "allowShrink": ALLOW_SHRINK_ARG}
     return [
         ToolSpec(
             name="notes_create",
@@ -97,7 +109,9 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
             title="Update a note",
             description="Replace an existing note's whole content atomically. Pass "
             "expectedVersion (the version notes_read returned): the update is then refused, "
-            "and nothing written, if the note changed since you read it.",
+            "and nothing written, if the note changed since you read it. An update that would "
+            "remove most of the note, its front matter or its headings, or leave a "
+            "placeholder such as '... rest unchanged', is refused unless allowShrink is true.",
             properties=update_props,
             required=("id", "content"),
             read_only=False,
