@@ -175,6 +175,9 @@ def test_three_servers_on_one_folder_answer_every_search_through_a_build_and_edi
         built = servers[0].recv(timeout=120)
         assert built["id"] == 1 and not built["result"].get("isError"), built
         assert [r for r in during if r.get("isError")] == []
+        for answer in during:  # what a search during the build says it searched
+            found = answer["structuredContent"]
+            assert "indexed" not in found or found["indexed"] <= found["total"] == 12000
         answers = [[_search(s, 100 + n, q)["structuredContent"] for n, q in enumerate(_QUERIES)]
                    for s in servers]  # fmt: skip
         assert answers[0] == answers[1] == answers[2]
@@ -187,3 +190,56 @@ def test_three_servers_on_one_folder_answer_every_search_through_a_build_and_edi
     finally:
         for server in servers:
             server.close()
+
+
+def test_notes_search_says_how_much_it_searched_while_another_server_writes(
+    tmp_path: Path,
+) -> None:
+    """Through the tool: with the index's write lock held by another server and a note added
+    since the last search, notes_search answers (no error) from what is committed, with
+    `indexed` and `total` and a line saying so. The control: let go, it says nothing of it."""
+    import time as clock
+
+    from inprocess import InProcess
+
+    from fs_notes.policy import Policy
+    from fs_notes.rounds.seal import KeyRing
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# A\n\nriver\n")
+    policy = Policy.for_single_workspace(str(notes), "me", token_sha256=None)
+    state = tmp_path / "state"
+    state.mkdir()
+    srv = InProcess(policy, state, keyring=KeyRing.ephemeral(), clock=clock.time)
+    me, uri = policy.local_principal(), policy.workspaces[0].uri
+
+    def search() -> dict[str, Any]:
+        result: dict[str, Any] = srv.call(me, "notes_search",
+                                          {"workspaceUri": uri, "query": "river"})["result"]
+        return result  # fmt: skip
+
+    try:
+        assert [m["id"] for m in search()["structuredContent"]["matches"]] == ["a.md"]
+        (notes / "b.md").write_text("# B\n\nriver too\n")
+        (index,) = state.glob("search-*.sqlite3")
+        writer = sqlite3.connect(index, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")
+        try:
+            kept_out = search()
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        assert kept_out.get("isError") is not True, kept_out
+        found = kept_out["structuredContent"]
+        assert [m["id"] for m in found["matches"]] == ["a.md"]
+        assert (found["indexed"], found["total"]) == (1, 2)
+        assert kept_out["content"][0]["text"].endswith(
+            "(searched 1 of 2 notes: another fs-notes server is indexing this folder; search "
+            "again for the rest)"
+        )
+        after = search()["structuredContent"]
+        assert sorted(m["id"] for m in after["matches"]) == ["a.md", "b.md"]
+        assert "indexed" not in after and "total" not in after
+    finally:
+        srv.close()

@@ -210,6 +210,11 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             f"{isolated(shown(m['snippet']))}"
             for m in matches
         ] or ["(no matches)"]
+        if indexed.partial is not None:  # another server is building the index: what it has
+            done, total = indexed.partial.indexed, indexed.partial.total
+            structured.update(indexed=done, total=total)
+            lines.append(f"(searched {done} of {total} notes: another fs-notes server is "
+                         "indexing this folder; search again for the rest)")  # fmt: skip
         return CallToolResult(
             content=[TextContent(text="\n".join(lines))], structured_content=structured
         ).wire()
