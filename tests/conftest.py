@@ -11,15 +11,22 @@
 - No test touches the state folder of whoever runs the suite (~/.local/state/fs-notes, where
   their own servers keep indexes of their notes): the session fails if anything there was
   made or changed while it ran (a server started without tests/wire.py's child_env).
+
+And the one fixture several files share: `os_layers`, a list a test appends the OS layers it
+made to (tests/oslayer.py `make_layer`), each closed after the test.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import mountns
 import pytest
+
+if TYPE_CHECKING:
+    from fs_notes.sandbox.confined import OsLayer
 
 _STATE_BEFORE: dict[str, tuple[int, int]] = {}
 
@@ -127,3 +134,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 red=True,
             )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def os_layers() -> Iterator[list[OsLayer]]:
+    made: list[OsLayer] = []
+    yield made
+    for layer in made:
+        layer.close()

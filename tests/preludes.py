@@ -14,6 +14,8 @@ last line of output.
   stderr is the message otherwise) and returns the JSON object of the last line.
 - `run_body(prelude, body, *args)` runs `prelude`, then `body` (dedented), then prints the
   dict `out` the prelude made and the body filled.
+- `release(holder)`: a child that holds something (a lock, an open database) until its stdin
+  closes is told to let go, and waited for.
 
 Does not: judge what the child found (each test asserts that, with its positive control).
 """
@@ -79,3 +81,12 @@ def run_body(prelude: str, body: str, *args: str, **how: Any) -> dict[str, Any]:
     """`prelude`, then `body` dedented, then `print(json.dumps(out))`, run by `run_child`."""
     code = prelude + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
     return run_child(code, *args, **how)
+
+
+def release(holder: subprocess.Popen[str]) -> None:
+    """Close the holder's stdin (its signal to let go), wait for it, close its stdout."""
+    assert holder.stdin is not None
+    holder.stdin.close()
+    holder.wait(10)
+    assert holder.stdout is not None
+    holder.stdout.close()

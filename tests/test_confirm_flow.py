@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from clock import Clock
 
 from fs_notes.confirm.flow import (
     ELICITATION_KEY,
@@ -306,13 +307,6 @@ def test_candidates_round_trip_through_the_payload() -> None:
 
 # --- both rounds together -----------------------------------------------------------------------
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_round_one_seals_what_the_retry_opens_and_decides_on() -> None:

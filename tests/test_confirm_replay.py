@@ -16,6 +16,7 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
+from clock import Clock
 
 from fs_notes.confirm.replay import (
     RETENTION_MARGIN,
@@ -26,13 +27,6 @@ from fs_notes.confirm.replay import (
 
 T0 = 1_800_000_000.0
 
-
-class Clock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def nonce() -> str:

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -78,14 +77,6 @@ def notes(tmp_path: Path) -> Path:
     return ws
 
 
-@pytest.fixture
-def layer_factory() -> Iterator[list[OsLayer]]:
-    made: list[OsLayer] = []
-    yield made
-    for layer in made:
-        layer.close()
-
-
 def _layer(made: list[OsLayer], policy: Policy, **kwargs: object) -> OsLayer:
     layer = make_layer(policy, **kwargs)
     made.append(layer)
@@ -96,10 +87,10 @@ def _layer(made: list[OsLayer], policy: Policy, **kwargs: object) -> OsLayer:
 
 
 def test_without_an_enforceable_layer_deletion_is_refused_and_the_file_stays(
-    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
+    notes: Path, monkeypatch: pytest.MonkeyPatch, os_layers: list[OsLayer]
 ) -> None:
     monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
-    layer = _layer(layer_factory, policy_for(notes), allow_unconfined=False)
+    layer = _layer(os_layers, policy_for(notes), allow_unconfined=False)
     deleters = ConfinedChanges(layer)
     reason = deleters.refusal("notes", "unlink_note")
     assert reason == "no OS containment layer can be enforced on this host"
@@ -113,10 +104,10 @@ def test_without_an_enforceable_layer_deletion_is_refused_and_the_file_stays(
 
 
 def test_allow_unconfined_is_the_only_way_to_delete_without_an_os_layer(
-    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
+    notes: Path, monkeypatch: pytest.MonkeyPatch, os_layers: list[OsLayer]
 ) -> None:
     monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
-    layer = _layer(layer_factory, policy_for(notes, sandbox="none"), allow_unconfined=True)
+    layer = _layer(os_layers, policy_for(notes, sandbox="none"), allow_unconfined=True)
     deleters = ConfinedChanges(layer)
     assert deleters.refusal("notes", "unlink_note") is None
     assert layer.mode == "none"
@@ -127,19 +118,19 @@ def test_allow_unconfined_is_the_only_way_to_delete_without_an_os_layer(
 
 
 def test_allow_unconfined_does_not_override_a_workspace_that_requires_a_sandbox(
-    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
+    notes: Path, monkeypatch: pytest.MonkeyPatch, os_layers: list[OsLayer]
 ) -> None:
     monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
-    layer = _layer(layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=True)
+    layer = _layer(os_layers, policy_for(notes, sandbox="chroot"), allow_unconfined=True)
     reason = ConfinedChanges(layer).refusal("notes", "unlink_note")
     assert reason == 'the workspace policy requires sandbox "chroot", this host provides "none"'
 
 
 def test_a_workspace_requiring_landlock_refuses_a_chroot_only_host(
-    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
+    notes: Path, monkeypatch: pytest.MonkeyPatch, os_layers: list[OsLayer]
 ) -> None:
     monkeypatch.setattr(sandbox_probe, "probe", chroot_only)
-    layer = _layer(layer_factory, policy_for(notes, sandbox="landlock"), allow_unconfined=False)
+    layer = _layer(os_layers, policy_for(notes, sandbox="landlock"), allow_unconfined=False)
     reason = ConfinedChanges(layer).refusal("notes", "unlink_note")
     assert reason == (
         'the workspace policy requires sandbox "landlock", this host provides "chroot" (to '
@@ -148,10 +139,10 @@ def test_a_workspace_requiring_landlock_refuses_a_chroot_only_host(
 
 
 def test_deletion_runs_in_a_worker_of_the_mode_the_host_enforces(
-    notes: Path, layer_factory: list[OsLayer]
+    notes: Path, os_layers: list[OsLayer]
 ) -> None:
     mode = host_mode()
-    layer = _layer(layer_factory, policy_for(notes, sandbox=mode), allow_unconfined=False)
+    layer = _layer(os_layers, policy_for(notes, sandbox=mode), allow_unconfined=False)
     deleters = ConfinedChanges(layer)
     with WorkspaceRoot.open(notes) as root:
         ident = root.stat_note("a.md")
@@ -170,7 +161,7 @@ def test_deletion_runs_in_a_worker_of_the_mode_the_host_enforces(
 
 
 def test_nothing_is_probed_or_started_before_the_delay_or_a_use(
-    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
+    notes: Path, monkeypatch: pytest.MonkeyPatch, os_layers: list[OsLayer]
 ) -> None:
     calls: list[float] = []
 
@@ -180,17 +171,17 @@ def test_nothing_is_probed_or_started_before_the_delay_or_a_use(
 
     monkeypatch.setattr(sandbox_probe, "probe", counting_probe)
     _layer(
-        layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30
+        os_layers, policy_for(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30
     )
     time.sleep(0.3)
     assert calls == []
     assert _workers_of(psutil.Process().pid) == []
 
 
-def test_the_first_use_starts_the_set_up_at_once(notes: Path, layer_factory: list[OsLayer]) -> None:
+def test_the_first_use_starts_the_set_up_at_once(notes: Path, os_layers: list[OsLayer]) -> None:
     host_mode()
     layer = _layer(
-        layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30
+        os_layers, policy_for(notes, sandbox="chroot"), allow_unconfined=False, start_delay=30
     )
     started = time.monotonic()
     assert ConfinedChanges(layer).refusal("notes", "unlink_note") is None
@@ -199,11 +190,11 @@ def test_the_first_use_starts_the_set_up_at_once(notes: Path, layer_factory: lis
 
 
 def test_after_the_delay_the_workers_the_policy_needs_are_started_in_the_background(
-    notes: Path, layer_factory: list[OsLayer]
+    notes: Path, os_layers: list[OsLayer]
 ) -> None:
     host_mode()
     layer = _layer(
-        layer_factory, policy_for(notes, sandbox="chroot"), allow_unconfined=False, start_delay=0.05
+        os_layers, policy_for(notes, sandbox="chroot"), allow_unconfined=False, start_delay=0.05
     )
     me = psutil.Process().pid
     deadline = time.monotonic() + 20
@@ -227,14 +218,14 @@ def test_closing_before_the_set_up_ran_probes_nothing(
 
 
 def test_a_self_confined_server_needs_no_probe(
-    notes: Path, monkeypatch: pytest.MonkeyPatch, layer_factory: list[OsLayer]
+    notes: Path, monkeypatch: pytest.MonkeyPatch, os_layers: list[OsLayer]
 ) -> None:
     # The server proved Landlock in its own process at start-up (sandbox/selfconfine.py).
     def no_probe(timeout: float = 10.0) -> HostReport:
         raise AssertionError("probed although self-confined")
 
     monkeypatch.setattr(sandbox_probe, "probe", no_probe)
-    layer = _layer(layer_factory, policy_for(notes), allow_unconfined=False, self_confined=True)
+    layer = _layer(os_layers, policy_for(notes), allow_unconfined=False, self_confined=True)
     assert layer.refusal("notes") is None
     assert layer.mode == "landlock"
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from policy_text import two_principals_share_notes
+from trees import files
 from wire import HttpServer, StdioServer, call_tool, child_env, http_server, stdio_server
 
 FORM: dict[str, object] = {"elicitation": {"form": {}}}
@@ -30,14 +31,12 @@ def _uri(ws: Path) -> str:
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    ws = tmp_path / "notes"
-    (ws / "old").mkdir(parents=True)
-    (ws / "old" / "tps.md").write_text("# TPS report\nold\n")
-    (ws / "tps-2025.md").write_text("# TPS report 2025\nnew\n")
-    (ws / "other.md").write_text("# Groceries\n")
-    (tmp_path / "outside").mkdir()
-    (tmp_path / "outside" / "secret.md").write_text("# TPS report\nSECRET\n")
-    return ws
+    files(tmp_path, {"outside/secret.md": "# TPS report\nSECRET\n"})
+    return files(tmp_path / "notes", {
+        "old/tps.md": "# TPS report\nold\n",
+        "tps-2025.md": "# TPS report 2025\nnew\n",
+        "other.md": "# Groceries\n",
+    })  # fmt: skip
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from clock import Clock
 from inprocess import InProcess
 
 from fs_notes.policy import Policy, Principal, hash_token
@@ -14,13 +15,6 @@ from fs_notes.rounds.seal import KeyRing
 
 KEYS = KeyRing([("k1", b"k" * 32)])
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _setup(tmp_path: Path) -> tuple[Path, str]:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from preludes import release
 from wire import REPO, call_tool, stdio_server
 
 from fs_notes.statefolder import index_name, state_home
@@ -140,11 +141,7 @@ def test_an_index_an_older_server_has_open_is_not_removed(tmp_path: Path) -> Non
         assert json.loads(done.stdout)["removed"] == []
         assert path.exists()
     finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(10)
-        assert holder.stdout is not None
-        holder.stdout.close()
+        release(holder)
     done = _forget(tmp_path / "state", "--stale", "--json")
     assert done.returncode == 0
     reasons = {r["why"] for r in json.loads(done.stdout)["removed"]}

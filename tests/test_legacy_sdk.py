@@ -21,6 +21,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from trees import files
 from wire import HttpServer, sdk_stdio, token_http_server
 
 TOKEN = "sdk-legacy-token-0123456789abcdef"
@@ -29,12 +30,11 @@ MODES = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28"}
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    ws = tmp_path / "notes"
-    (ws / "projects").mkdir(parents=True)
-    (ws / "projects" / "tps.md").write_text("# TPS report\nThe old TPS report.\n")
-    (ws / "groceries.md").write_text("# Groceries\nmilk\n")
-    (tmp_path / "secret.md").write_text("# TPS report\nSECRET\n")
-    return ws
+    files(tmp_path, {"secret.md": "# TPS report\nSECRET\n"})
+    return files(tmp_path / "notes", {
+        "projects/tps.md": "# TPS report\nThe old TPS report.\n",
+        "groceries.md": "# Groceries\nmilk\n",
+    })  # fmt: skip
 
 
 def _uri(ws: Path) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from clock import Clock
 
 from fs_notes.legacy import LEGACY_VERSIONS, ClientResponse, SessionTable, negotiate, read_message
 from fs_notes.legacy.session import LegacySession
@@ -253,13 +254,6 @@ def _session(principal: str = "alice") -> LegacySession:
     )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
 
 def test_a_session_id_is_random_and_found_only_by_the_principal_that_opened_it() -> None:
     table = SessionTable()
@@ -276,7 +270,7 @@ def test_a_session_id_is_random_and_found_only_by_the_principal_that_opened_it()
 
 
 def test_sessions_expire_when_idle_and_the_table_stays_bounded() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     table = SessionTable(per_principal=2, idle_seconds=60, clock=clock)
     first = table.add(_session())
     clock.now += 59
@@ -299,7 +293,7 @@ def test_sessions_expire_when_idle_and_the_table_stays_bounded() -> None:
 def test_one_principal_filling_its_sessions_never_ends_another_s() -> None:
     # Issue 13: the table used to be one LRU for everyone; 1,030 initialize calls by bob ended
     # alice's session. Now bob's bound is bob's: his own oldest idle session goes.
-    clock = Clock()
+    clock = Clock(1000.0)
     table = SessionTable(per_principal=3, idle_seconds=3600, clock=clock)
     alice = table.add(_session("alice"))
     bobs = []
@@ -312,7 +306,7 @@ def test_one_principal_filling_its_sessions_never_ends_another_s() -> None:
 
 
 def test_a_principal_whose_sessions_are_all_busy_is_refused_one_more() -> None:
-    table = SessionTable(per_principal=2, idle_seconds=3600, clock=Clock())
+    table = SessionTable(per_principal=2, idle_seconds=3600, clock=Clock(1000.0))
     held = [_session("bob"), _session("bob")]
     for session in held:
         table.add(session)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from inprocess import META, InProcess
+from trees import files
 from wire import call_tool, stdio_server
 
 from fs_notes.policy import Policy
@@ -28,11 +29,10 @@ LONE = "before \ud800 after"
 
 
 def _folder(tmp_path: Path) -> Path:
-    ws = tmp_path / "notes"
-    (ws / "projects").mkdir(parents=True)
-    (ws / "projects" / "plan.md").write_text("---\ntags: [alpha]\n---\n# Plan\nSee [[todo]].\n")
-    (ws / "todo.md").write_text("# Todo\n#alpha milk\n")
-    return ws
+    return files(tmp_path / "notes", {
+        "projects/plan.md": "---\ntags: [alpha]\n---\n# Plan\nSee [[todo]].\n",
+        "todo.md": "# Todo\n#alpha milk\n",
+    })  # fmt: skip
 
 
 def _snapshot(root: Path) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clock import Clock
 
 from fs_notes.rounds.seal import (
     MAX_TOKEN_CHARS,
@@ -34,13 +35,6 @@ KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 148))
 ARGS = {"workspaceUri": "file:///home/u/notes", "title": "TPS report"}
 
-
-class Clock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def payload(**over: Any) -> dict[str, Any]:

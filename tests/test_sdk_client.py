@@ -16,6 +16,7 @@ import pytest
 from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from trees import files
 from wire import TOOLS, HttpServer, sdk_stdio, token_http_server
 
 from fs_notes.fs import Identity
@@ -26,11 +27,10 @@ TOKEN = "sdk-token-0123456789abcdef"
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "notes"
-    (ws / "projects").mkdir(parents=True)
-    (ws / "projects" / "tps-report.md").write_text("# TPS report\n\nThe old TPS report.\n")
-    (ws / "groceries.md").write_text("---\ntitle: Shopping\n---\nmilk, eggs\n")
-    return ws
+    return files(tmp_path / "notes", {
+        "projects/tps-report.md": "# TPS report\n\nThe old TPS report.\n",
+        "groceries.md": "---\ntitle: Shopping\n---\nmilk, eggs\n",
+    })  # fmt: skip
 
 
 def _uri(ws: Path) -> str:

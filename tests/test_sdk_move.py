@@ -10,15 +10,16 @@ from pathlib import Path
 
 import anyio
 from mcp import Client
+from trees import files
 from wire import sdk_stdio
 
 
 def test_official_client_moves_a_note_and_rewrites_its_links(tmp_path: Path) -> None:
-    ws = tmp_path / "notes"
-    (ws / "projects").mkdir(parents=True)
-    (ws / "projects" / "tps-report.md").write_text("# TPS report\n")
-    (ws / "index.md").write_text("# Index\n[[tps-report]]\n")
-    (ws / "taken.md").write_text("# Taken\n")
+    ws = files(tmp_path / "notes", {
+        "projects/tps-report.md": "# TPS report\n",
+        "index.md": "# Index\n[[tps-report]]\n",
+        "taken.md": "# Taken\n",
+    })  # fmt: skip
     (tmp_path / "outside").mkdir()
     ino = (ws / "projects" / "tps-report.md").stat().st_ino
     uri = "file://" + urllib.parse.quote(str(ws))

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from preludes import release
 from wire import REPO, call_tool, stdio_server
 
 from fs_notes.statefolder import index_digest
@@ -230,11 +231,7 @@ def test_serve_gives_up_on_a_lock_held_too_long_and_says_what_to_do(tmp_path: Pa
         done = _run(state, "serve", str(folder), timeout=40)  # TimeoutExpired before the fix
         took = time.monotonic() - began
     finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(10)
-        assert holder.stdout is not None
-        holder.stdout.close()
+        release(holder)
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == (
         f'fs-notes: the state folder {state}: cannot record the search index of workspace '

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clock import Clock
 from inprocess import InProcess
 from policy_text import grant, principal, workspace, write_policy
 from wire import check_message
@@ -29,13 +30,6 @@ from fs_notes.tools import summarize
 SAMPLING: dict[str, object] = {"sampling": {}}
 KEYS = KeyRing([("k1", b"s" * 32)])
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass

@@ -8,7 +8,6 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -30,14 +29,6 @@ def notes(tmp_path: Path) -> Path:
     return one_note(tmp_path, outside=True)
 
 
-@pytest.fixture
-def layers() -> Iterator[list[OsLayer]]:
-    made: list[OsLayer] = []
-    yield made
-    for layer in made:
-        layer.close()
-
-
 def _wired(policy: Policy, layer: OsLayer, state: Path) -> Wired:
     """The tools wired as `serve` wires them, in this process, with a given OS layer."""
     return Wired(policy, ConfinedChanges(layer), state)
@@ -46,10 +37,10 @@ def _wired(policy: Policy, layer: OsLayer, state: Path) -> Wired:
 # -- through the worker ------------------------------------------------------------------------
 
 
-def test_creates_and_updates_run_in_the_write_worker(notes: Path, layers: list[OsLayer]) -> None:
+def test_creates_and_updates_run_in_the_write_worker(notes: Path, os_layers: list[OsLayer]) -> None:
     mode = host_mode()
     layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
-    layers.append(layer)
+    os_layers.append(layer)
     writers = ConfinedChanges(layer)
     assert writers.refusal("notes", "create_note") is None
     ident = writers.create_note("notes", "sub/new.md", b"# New\n")
@@ -69,11 +60,11 @@ def test_creates_and_updates_run_in_the_write_worker(notes: Path, layers: list[O
 
 
 def test_a_write_through_the_worker_cannot_leave_the_workspace(
-    notes: Path, layers: list[OsLayer]
+    notes: Path, os_layers: list[OsLayer]
 ) -> None:
     host_mode()
     layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
-    layers.append(layer)
+    os_layers.append(layer)
     writers = ConfinedChanges(layer)
     (notes / "link").symlink_to(notes.parent / "outside")
     with pytest.raises(FsError):
@@ -90,11 +81,11 @@ def test_a_write_through_the_worker_cannot_leave_the_workspace(
 
 
 def test_without_an_enforceable_layer_writes_are_refused_and_nothing_is_written(
-    notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
+    notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, os_layers: list[OsLayer]
 ) -> None:
     monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = make_layer(policy_for(notes, "landlock"), allow_unconfined=False)
-    layers.append(layer)
+    os_layers.append(layer)
     server = _wired(policy_for(notes, "landlock"), layer, tmp_path)
     try:
         uri = notes.as_uri()
@@ -113,22 +104,22 @@ def test_without_an_enforceable_layer_writes_are_refused_and_nothing_is_written(
 
 
 def test_allow_unconfined_lets_writes_run_in_an_unconfined_worker(
-    notes: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
+    notes: Path, monkeypatch: pytest.MonkeyPatch, os_layers: list[OsLayer]
 ) -> None:
     monkeypatch.setattr(sandbox_probe, "probe", nothing_enforceable)
     layer = make_layer(policy_for(notes, "none"), allow_unconfined=True)
-    layers.append(layer)
+    os_layers.append(layer)
     ConfinedChanges(layer).create_note("notes", "b.md", b"# B\n")
     assert (notes / "b.md").read_text() == "# B\n"
     assert layer.worker("notes", "write").hello["mode"] == "none"
 
 
 def test_a_workspace_requiring_landlock_refuses_writes_on_a_chroot_only_host(
-    notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
+    notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, os_layers: list[OsLayer]
 ) -> None:
     monkeypatch.setattr(sandbox_probe, "probe", chroot_only)
     layer = make_layer(policy_for(notes, "landlock"), allow_unconfined=True)
-    layers.append(layer)
+    os_layers.append(layer)
     server = _wired(policy_for(notes, "landlock"), layer, tmp_path)
     try:
         created = server.call(
@@ -146,12 +137,12 @@ def test_a_workspace_requiring_landlock_refuses_writes_on_a_chroot_only_host(
 
 
 def test_a_chroot_only_host_writes_where_the_policy_accepts_chroot(
-    notes: Path, monkeypatch: pytest.MonkeyPatch, layers: list[OsLayer]
+    notes: Path, monkeypatch: pytest.MonkeyPatch, os_layers: list[OsLayer]
 ) -> None:
     needed("chroot")
     monkeypatch.setattr(sandbox_probe, "probe", chroot_only)
     layer = make_layer(policy_for(notes, "chroot"), allow_unconfined=False)
-    layers.append(layer)
+    os_layers.append(layer)
     ConfinedChanges(layer).update_note("notes", "a.md", b"# A2\n")
     assert (notes / "a.md").read_text() == "# A2\n"
     assert layer.worker("notes", "write").hello["mode"] == "chroot"
