@@ -7,12 +7,16 @@ from ..confirm.audit import AuditLog
 from ..confirm.spent import SpentNonces
 from ..fs.changes import NoteChanges
 from ..rounds.seal import StateSealer
-from . import edit_tools, read_tools, structure_tools, write_tools
 from .context import NotesEnv
 from .delete import DeleteTool
-from .move_tool import build as move_tools
-from .registry import ToolSpec
+from .edit_tools import NotesAppend, NotesEdit
+from .move_tool import NotesMove
+from .read_tools import NotesList, NotesRead, NotesSearch
+from .registry import ServerTool, ToolSpec
+from .structure_tools import NotesLinks, NotesTags
 from .summarize import SummarizeTool
+from .workspaces_tool import NotesWorkspaces
+from .write_tools import NotesCreate, NotesUpdate
 
 
 def server_tools(
@@ -22,12 +26,21 @@ def server_tools(
     replay: SpentNonces,
     audit: AuditLog,
 ) -> list[ToolSpec]:
-    delete = DeleteTool(env, sealer, replay, audit, changes)
-    return (
-        read_tools.build(env)
-        + structure_tools.build(env)
-        + write_tools.build(env, changes)
-        + move_tools(env, changes)
-        + edit_tools.build(env, changes)
-        + [delete.spec(), SummarizeTool(env, sealer).spec()]
-    )
+    """Every tool, each one class made from what it needs, whose `spec()` is its definition and
+    handler (its `run`)."""
+    tools: list[ServerTool] = [
+        NotesWorkspaces(env),
+        NotesList(env),
+        NotesRead(env),
+        NotesSearch(env),
+        NotesTags(env),
+        NotesLinks(env),
+        NotesCreate(env, changes),
+        NotesUpdate(env, changes),
+        NotesMove(env, changes),
+        NotesAppend(env, changes),
+        NotesEdit(env, changes),
+        DeleteTool(env, sealer, replay, audit, changes),
+        SummarizeTool(env, sealer),
+    ]
+    return [tool.spec() for tool in tools]

@@ -54,9 +54,61 @@ def _edits(raw: list[dict[str, Any]]) -> list[Edit]:
     return [Edit(str(e["oldText"]), str(e["newText"])) for e in raw]
 
 
-def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
-    @guarded
-    def notes_append(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+_TEXT_ARG: dict[str, Any] = {
+    "type": "string",
+    "maxLength": MAX_TEXT,
+    "description": "Text to add at the very end of the note, exactly as given (start it "
+    "with a newline to begin a new line)",
+}
+_EDIT_ITEM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "oldText": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_TEXT,
+            "description": "Text that occurs exactly once in the note",
+        },
+        "newText": {
+            "type": "string",
+            "maxLength": MAX_TEXT,
+            "description": "What replaces it",
+        },
+    },
+    "required": ["oldText", "newText"],
+    "additionalProperties": False,
+}
+
+
+class NotesAppend:
+    """notes_append: text added at the end of a note, atomically."""
+
+    def __init__(self, env: NotesEnv, changes: NoteChanges) -> None:
+        self.env = env
+        self.changes = changes
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="notes_append",
+            title="Append to a note",
+            description="Add text at the end of an existing note (a journal, a log) atomically: "
+            "the note is its old or its new content, never half of it." + _ASK_FOR_VERSION,
+            properties={
+                "workspaceUri": WORKSPACE_URI,
+                "id": NOTE_ID,
+                "content": _TEXT_ARG,
+                "expectedVersion": VERSION_ARG,
+            },
+            required=("id", "content"),
+            read_only=False,
+            destructive=False,
+            idempotent=False,
+            handler=guarded(self.run),
+        )
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        env = self.env
+        changes = self.changes
         env.open(call, args.get("workspaceUri"), "read")  # it reads the note: read, and write
         ws = env.open(call, args.get("workspaceUri"), "write")
         note_id = env.note_id(args["id"])
@@ -80,8 +132,51 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
             },
         ).wire()  # fmt: skip
 
-    @guarded
-    def notes_edit(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+
+class NotesEdit:
+    """notes_edit: exact pieces of a note's text replaced, atomically, with the diff."""
+
+    def __init__(self, env: NotesEnv, changes: NoteChanges) -> None:
+        self.env = env
+        self.changes = changes
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="notes_edit",
+            title="Edit a note",
+            description="Replace exact pieces of a note's text: each edit's oldText must occur "
+            "exactly once in the note, else nothing changes and the error says which edit "
+            "failed. All edits apply at once, atomically; the result is a unified diff "
+            "(dryRun: only the diff, nothing written). Edits that would remove most of the "
+            "note, its front matter or its headings are refused unless allowShrink is true."
+            + _ASK_FOR_VERSION,
+            properties={
+                "workspaceUri": WORKSPACE_URI,
+                "id": NOTE_ID,
+                "edits": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": MAX_EDITS,
+                    "items": _EDIT_ITEM,
+                    "description": "The replacements, each of text as it is in the note now",
+                },
+                "dryRun": {
+                    "type": "boolean",
+                    "description": "Only show the diff; write nothing",
+                },
+                "expectedVersion": VERSION_ARG,
+                "allowShrink": ALLOW_SHRINK_ARG,
+            },
+            required=("id", "edits"),
+            read_only=False,
+            destructive=True,
+            idempotent=False,
+            handler=guarded(self.run),
+        )
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        env = self.env
+        changes = self.changes
         env.open(call, args.get("workspaceUri"), "read")  # its diff and match counts show the note
         ws = env.open(call, args.get("workspaceUri"), "write")
         note_id = env.note_id(args["id"])
@@ -139,79 +234,3 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
             content=[TextContent(text=head + ("\n" + diff if diff else ""))],
             structured_content=structured,
         ).wire()
-
-    text_arg = {
-        "type": "string",
-        "maxLength": MAX_TEXT,
-        "description": "Text to add at the very end of the note, exactly as given (start it "
-        "with a newline to begin a new line)",
-    }
-    edit_item = {
-        "type": "object",
-        "properties": {
-            "oldText": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_TEXT,
-                "description": "Text that occurs exactly once in the note",
-            },
-            "newText": {
-                "type": "string",
-                "maxLength": MAX_TEXT,
-                "description": "What replaces it",
-            },
-        },
-        "required": ["oldText", "newText"],
-        "additionalProperties": False,
-    }
-    return [
-        ToolSpec(
-            name="notes_append",
-            title="Append to a note",
-            description="Add text at the end of an existing note (a journal, a log) atomically: "
-            "the note is its old or its new content, never half of it." + _ASK_FOR_VERSION,
-            properties={
-                "workspaceUri": WORKSPACE_URI,
-                "id": NOTE_ID,
-                "content": text_arg,
-                "expectedVersion": VERSION_ARG,
-            },
-            required=("id", "content"),
-            read_only=False,
-            destructive=False,
-            idempotent=False,
-            handler=notes_append,
-        ),
-        ToolSpec(
-            name="notes_edit",
-            title="Edit a note",
-            description="Replace exact pieces of a note's text: each edit's oldText must occur "
-            "exactly once in the note, else nothing changes and the error says which edit "
-            "failed. All edits apply at once, atomically; the result is a unified diff "
-            "(dryRun: only the diff, nothing written). Edits that would remove most of the "
-            "note, its front matter or its headings are refused unless allowShrink is true."
-            + _ASK_FOR_VERSION,
-            properties={
-                "workspaceUri": WORKSPACE_URI,
-                "id": NOTE_ID,
-                "edits": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": MAX_EDITS,
-                    "items": edit_item,
-                    "description": "The replacements, each of text as it is in the note now",
-                },
-                "dryRun": {
-                    "type": "boolean",
-                    "description": "Only show the diff; write nothing",
-                },
-                "expectedVersion": VERSION_ARG,
-                "allowShrink": ALLOW_SHRINK_ARG,
-            },
-            required=("id", "edits"),
-            read_only=False,
-            destructive=True,
-            idempotent=False,
-            handler=notes_edit,
-        ),
-    ]

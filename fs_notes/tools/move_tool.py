@@ -118,9 +118,40 @@ def _source_identity(ws: Opened, note_id: str, version: str | None) -> Identity:
         raise ToolFailure(fs_message(exc, note_id)) from None
 
 
-def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
-    @guarded
-    def notes_move(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+class NotesMove:
+    """notes_move: a note renamed within its workspace, its wikilinks rewritten on request."""
+
+    def __init__(self, env: NotesEnv, changes: NoteChanges) -> None:
+        self.env = env
+        self.changes = changes
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="notes_move",
+            title="Move or rename a note",
+            description="Move (rename) a note within its workspace; missing folders are "
+            "created. Never overwrites: fails if a note already exists at newId. The notes "
+            "that link to it are listed; with updateLinks their wikilinks are rewritten.",
+            properties={
+                "workspaceUri": WORKSPACE_URI,
+                "id": NOTE_ID,
+                "newId": {**NOTE_ID, "description": "The note's new id (path ending in .md)"},
+                "updateLinks": {
+                    "type": "boolean",
+                    "description": "Rewrite the wikilinks that point to the note (default false)",
+                },
+                "expectedVersion": VERSION_ARG,
+            },
+            required=("id", "newId"),
+            read_only=False,
+            destructive=False,
+            idempotent=False,
+            handler=guarded(self.run),
+        )
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        env = self.env
+        changes = self.changes
         if "expectedVersion" in args:  # comparing versions reads the note: read, and write
             env.open(call, args.get("workspaceUri"), "read")
         ws = env.open(call, args.get("workspaceUri"), "write")
@@ -149,31 +180,6 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
         if links is not None and update_links:
             _rewrite(env, ws, changes, links)
         return _result(note_id, new_id, ident, links, update_links)
-
-    return [
-        ToolSpec(
-            name="notes_move",
-            title="Move or rename a note",
-            description="Move (rename) a note within its workspace; missing folders are "
-            "created. Never overwrites: fails if a note already exists at newId. The notes "
-            "that link to it are listed; with updateLinks their wikilinks are rewritten.",
-            properties={
-                "workspaceUri": WORKSPACE_URI,
-                "id": NOTE_ID,
-                "newId": {**NOTE_ID, "description": "The note's new id (path ending in .md)"},
-                "updateLinks": {
-                    "type": "boolean",
-                    "description": "Rewrite the wikilinks that point to the note (default false)",
-                },
-                "expectedVersion": VERSION_ARG,
-            },
-            required=("id", "newId"),
-            read_only=False,
-            destructive=False,
-            idempotent=False,
-            handler=notes_move,
-        )
-    ]
 
 
 def _result(

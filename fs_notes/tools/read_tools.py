@@ -31,7 +31,6 @@ from .loading import load_note, whole_utf8
 from .notecache import CachedNote
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .versions import load_current
-from .workspaces_tool import build as workspaces_tool
 
 LIST_PAGE_DEFAULT = 100
 LIST_PAGE_MAX = 1000
@@ -98,10 +97,53 @@ def _decode_recent_cursor(cursor: str) -> tuple[int, str]:
     return int(last[0]), str(last[1])
 
 
-def build(env: NotesEnv) -> list[ToolSpec]:
+_FOLDER_ARG: dict[str, Any] = {
+    "type": "string",
+    "maxLength": 4096,
+    "description": "Only notes beneath this folder (relative to the workspace)",
+}
 
-    @guarded
-    def notes_list(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+
+class NotesList:
+    """notes_list: the notes of a workspace (or a folder of it), a page at a time."""
+
+    def __init__(self, env: NotesEnv) -> None:
+        self.env = env
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="notes_list",
+            title="List notes",
+            description="List the markdown notes in a workspace (id, title, size, modified), "
+            "sorted by id, one page at a time.",
+            properties={
+                "workspaceUri": WORKSPACE_URI,
+                "folder": _FOLDER_ARG,
+                "cursor": {
+                    "type": "string",
+                    "maxLength": 8192,
+                    "description": "nextCursor from the previous page",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": LIST_PAGE_MAX,
+                    "description": f"Page size (default {LIST_PAGE_DEFAULT})",
+                },
+                "recent": {
+                    "type": "boolean",
+                    "description": "Newest first (by modification time): what changed recently",
+                },
+            },
+            required=(),
+            read_only=True,
+            destructive=False,
+            idempotent=True,
+            handler=guarded(self.run),
+        )
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        env = self.env
         ws = env.open(call, args.get("workspaceUri"), "read")
         folder = env.folder(args.get("folder", ""))
         limit = int(args.get("limit", LIST_PAGE_DEFAULT))
@@ -157,8 +199,48 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             content=[TextContent(text="\n".join(lines))], structured_content=structured
         ).wire()
 
-    @guarded
-    def notes_read(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+
+
+class NotesRead:
+    """notes_read: one note's text (or a part of it) with its version."""
+
+    def __init__(self, env: NotesEnv) -> None:
+        self.env = env
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="notes_read",
+            title="Read a note",
+            description="Read one note's markdown content by id (whole, or a part of it with "
+            "offset and length in bytes). A whole read also gives the note's tags, aliases and "
+            "front-matter properties.",
+            properties={
+                "workspaceUri": WORKSPACE_URI,
+                "id": NOTE_ID,
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_OFFSET,
+                    "description": "Read a part: the first byte (default 0). For notes over "
+                    "the workspace's read limit, which cannot be read whole.",
+                },
+                "length": {
+                    "type": "integer",
+                    "minimum": MIN_PART,
+                    "maximum": READ_LIMIT_RANGE[1],
+                    "description": "Read a part: how many bytes (default and most: the "
+                    "workspace's read limit, 4 MiB unless its policy says otherwise).",
+                },
+            },
+            required=("id",),
+            read_only=True,
+            destructive=False,
+            idempotent=True,
+            handler=guarded(self.run),
+        )
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        env = self.env
         ws = env.open(call, args.get("workspaceUri"), "read")
         note_id = env.note_id(args["id"])
         try:  # the identity first, so a cached title and text (or a large note's title) serve
@@ -179,8 +261,59 @@ def build(env: NotesEnv) -> list[ToolSpec]:
             structured_content=structured,
         ).wire()
 
-    @guarded
-    def notes_search(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+
+
+class NotesSearch:
+    """notes_search: the workspace's notes ranked for a query (fs_notes/search/)."""
+
+    def __init__(self, env: NotesEnv) -> None:
+        self.env = env
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="notes_search",
+            title="Search notes",
+            description="Ranked full-text search of note titles, aliases, tags, file names, "
+            "headings and bodies: a note whose title, file name or alias is the query first, "
+            "then by relevance (any of the words; "
+            '"quoted phrases"; the last word may be unfinished), each with a snippet in which '
+            "the matched words are marked **like this**.",
+            properties={
+                "workspaceUri": WORKSPACE_URI,
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 256,
+                    "description": "Words to look for (case and accents do not matter)",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": SEARCH_LIMIT_MAX,
+                    "description": f"Most matches to return (default {SEARCH_LIMIT_DEFAULT})",
+                },
+                "folder": _FOLDER_ARG,
+                "tag": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 129,
+                    "description": "Only notes with this tag, or one nested in it",
+                },
+                "cursor": {
+                    "type": "string",
+                    "maxLength": 16,
+                    "description": "The nextCursor of an earlier search with the same query",
+                },
+            },
+            required=("query",),
+            read_only=True,
+            destructive=False,
+            idempotent=True,
+            handler=guarded(self.run),
+        )
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        env = self.env
         """Ranked full-text search (fs_notes/search/index.py): the index is refreshed from the
         filesystem layer's listing first, and every hit is checked again through it."""
         ws = env.open(call, args.get("workspaceUri"), "read")
@@ -218,116 +351,6 @@ def build(env: NotesEnv) -> list[ToolSpec]:
         return CallToolResult(
             content=[TextContent(text="\n".join(lines))], structured_content=structured
         ).wire()
-
-    folder_arg = {
-        "type": "string",
-        "maxLength": 4096,
-        "description": "Only notes beneath this folder (relative to the workspace)",
-    }
-    return [
-        workspaces_tool(env),
-        ToolSpec(
-            name="notes_list",
-            title="List notes",
-            description="List the markdown notes in a workspace (id, title, size, modified), "
-            "sorted by id, one page at a time.",
-            properties={
-                "workspaceUri": WORKSPACE_URI,
-                "folder": folder_arg,
-                "cursor": {
-                    "type": "string",
-                    "maxLength": 8192,
-                    "description": "nextCursor from the previous page",
-                },
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": LIST_PAGE_MAX,
-                    "description": f"Page size (default {LIST_PAGE_DEFAULT})",
-                },
-                "recent": {
-                    "type": "boolean",
-                    "description": "Newest first (by modification time): what changed recently",
-                },
-            },
-            required=(),
-            read_only=True,
-            destructive=False,
-            idempotent=True,
-            handler=notes_list,
-        ),
-        ToolSpec(
-            name="notes_read",
-            title="Read a note",
-            description="Read one note's markdown content by id (whole, or a part of it with "
-            "offset and length in bytes). A whole read also gives the note's tags, aliases and "
-            "front-matter properties.",
-            properties={
-                "workspaceUri": WORKSPACE_URI,
-                "id": NOTE_ID,
-                "offset": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "maximum": MAX_OFFSET,
-                    "description": "Read a part: the first byte (default 0). For notes over "
-                    "the workspace's read limit, which cannot be read whole.",
-                },
-                "length": {
-                    "type": "integer",
-                    "minimum": MIN_PART,
-                    "maximum": READ_LIMIT_RANGE[1],
-                    "description": "Read a part: how many bytes (default and most: the "
-                    "workspace's read limit, 4 MiB unless its policy says otherwise).",
-                },
-            },
-            required=("id",),
-            read_only=True,
-            destructive=False,
-            idempotent=True,
-            handler=notes_read,
-        ),
-        ToolSpec(
-            name="notes_search",
-            title="Search notes",
-            description="Ranked full-text search of note titles, aliases, tags, file names, "
-            "headings and bodies: a note whose title, file name or alias is the query first, "
-            "then by relevance (any of the words; "
-            '"quoted phrases"; the last word may be unfinished), each with a snippet in which '
-            "the matched words are marked **like this**.",
-            properties={
-                "workspaceUri": WORKSPACE_URI,
-                "query": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": 256,
-                    "description": "Words to look for (case and accents do not matter)",
-                },
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": SEARCH_LIMIT_MAX,
-                    "description": f"Most matches to return (default {SEARCH_LIMIT_DEFAULT})",
-                },
-                "folder": folder_arg,
-                "tag": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": 129,
-                    "description": "Only notes with this tag, or one nested in it",
-                },
-                "cursor": {
-                    "type": "string",
-                    "maxLength": 16,
-                    "description": "The nextCursor of an earlier search with the same query",
-                },
-            },
-            required=("query",),
-            read_only=True,
-            destructive=False,
-            idempotent=True,
-            handler=notes_search,
-        ),
-    ]
 
 
 def _newest_first(

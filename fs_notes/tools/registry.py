@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..protocol.argcheck import check_schema
 from ..protocol.dispatch import Call
@@ -65,6 +65,13 @@ class ToolSpec:
                 idempotent_hint=self.idempotent,
             ),
         ).wire()
+
+
+class ServerTool(Protocol):
+    """A tool: one class per tool (tools/catalogue.py lists them), made from what it needs;
+    `spec()` is its definition, whose handler is the tool's `run`."""
+
+    def spec(self) -> ToolSpec: ...
 
 
 # Shared argument schemas.

@@ -23,13 +23,37 @@ from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 MAX_TAGS_LISTED = 500
 
 
-def build(env: NotesEnv) -> list[ToolSpec]:
-    return [_tags(env), _links(env)]
+class NotesTags:
+    """notes_tags: the workspace's tags with their notes, or the notes of one tag."""
 
+    def __init__(self, env: NotesEnv) -> None:
+        self.env = env
 
-def _tags(env: NotesEnv) -> ToolSpec:
-    @guarded
-    def notes_tags(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="notes_tags",
+            title="Tags",
+            description="The tags of the workspace's notes (front-matter tags and inline #tags) "
+            "with how many notes carry each; given a tag, the notes that carry it (a parent tag "
+            "includes its nested ones: #project finds #project/alpha).",
+            properties={
+                "workspaceUri": WORKSPACE_URI,
+                "tag": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_TAG_CHARS + 1,
+                    "description": "Only the notes with this tag (with or without the #)",
+                },
+            },
+            required=(),
+            read_only=True,
+            destructive=False,
+            idempotent=True,
+            handler=guarded(self.run),
+        )
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        env = self.env
         ws = env.open(call, args.get("workspaceUri"), "read")
         wanted = args.get("tag")
         if wanted is not None and valid_tag(wanted) is None:
@@ -67,32 +91,30 @@ def _tags(env: NotesEnv) -> ToolSpec:
             content=[TextContent(text="\n".join(lines))], structured_content=structured
         ).wire()
 
-    return ToolSpec(
-        name="notes_tags",
-        title="Tags",
-        description="The tags of the workspace's notes (front-matter tags and inline #tags) "
-        "with how many notes carry each; given a tag, the notes that carry it (a parent tag "
-        "includes its nested ones: #project finds #project/alpha).",
-        properties={
-            "workspaceUri": WORKSPACE_URI,
-            "tag": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_TAG_CHARS + 1,
-                "description": "Only the notes with this tag (with or without the #)",
-            },
-        },
-        required=(),
-        read_only=True,
-        destructive=False,
-        idempotent=True,
-        handler=notes_tags,
-    )
 
+class NotesLinks:
+    """notes_links: a note's outgoing links, resolved, and its backlinks."""
 
-def _links(env: NotesEnv) -> ToolSpec:
-    @guarded
-    def notes_links(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+    def __init__(self, env: NotesEnv) -> None:
+        self.env = env
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="notes_links",
+            title="Links and backlinks",
+            description="A note's outgoing links (wikilinks, embeds and markdown links to notes), "
+            "each resolved to a note id or left unresolved, and its backlinks: the notes that "
+            "link to it.",
+            properties={"workspaceUri": WORKSPACE_URI, "id": NOTE_ID},
+            required=("id",),
+            read_only=True,
+            destructive=False,
+            idempotent=True,
+            handler=guarded(self.run),
+        )
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        env = self.env
         ws = env.open(call, args.get("workspaceUri"), "read")
         note_id = env.note_id(args["id"])
         indexed = current(env, ws)
@@ -130,17 +152,3 @@ def _links(env: NotesEnv) -> ToolSpec:
             content=[TextContent(text="\n".join(lines))],
             structured_content={"id": note_id, "links": outgoing, "backlinks": backlinks},
         ).wire()
-
-    return ToolSpec(
-        name="notes_links",
-        title="Links and backlinks",
-        description="A note's outgoing links (wikilinks, embeds and markdown links to notes), "
-        "each resolved to a note id or left unresolved, and its backlinks: the notes that "
-        "link to it.",
-        properties={"workspaceUri": WORKSPACE_URI, "id": NOTE_ID},
-        required=("id",),
-        read_only=True,
-        destructive=False,
-        idempotent=True,
-        handler=notes_links,
-    )

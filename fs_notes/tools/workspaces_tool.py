@@ -38,32 +38,38 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def build(env: NotesEnv) -> ToolSpec:
-    @guarded
-    def notes_workspaces(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        listing = workspace_listing(env.policy, call.principal)
+class NotesWorkspaces:
+    """notes_workspaces: the workspaces granted to the caller."""
+
+    def __init__(self, env: NotesEnv) -> None:
+        self.env = env
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="notes_workspaces",
+            title="List workspaces",
+            description="The notes folders (workspaces) you may use: name, uri (pass it as "
+            "workspaceUri to the other tools) and the operations granted (read, write, delete). "
+            "With exactly one, workspaceUri may be left out.",
+            properties={},
+            required=(),
+            read_only=True,
+            destructive=False,
+            idempotent=True,
+            handler=guarded(self.run),
+            output_schema=OUTPUT_SCHEMA,
+        )
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        policy = self.env.policy
+        listing = workspace_listing(policy, call.principal)
         if not listing:
             text = "No workspace is granted to you."
         else:
-            shown = described(env.policy, call.principal)
+            shown = described(policy, call.principal)
             text = f"Your workspaces (name, workspaceUri, operations): {shown}."
-            if sole_workspace(env.policy, call.principal) is not None:
+            if sole_workspace(policy, call.principal) is not None:
                 text += " It is the only one, so workspaceUri may be left out of every tool."
         return CallToolResult(
             content=[TextContent(text=text)], structured_content={"workspaces": listing}
         ).wire()
-
-    return ToolSpec(
-        name="notes_workspaces",
-        title="List workspaces",
-        description="The notes folders (workspaces) you may use: name, uri (pass it as "
-        "workspaceUri to the other tools) and the operations granted (read, write, delete). "
-        "With exactly one, workspaceUri may be left out.",
-        properties={},
-        required=(),
-        read_only=True,
-        destructive=False,
-        idempotent=True,
-        handler=notes_workspaces,
-        output_schema=OUTPUT_SCHEMA,
-    )

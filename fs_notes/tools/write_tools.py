@@ -34,77 +34,95 @@ from .versions import (
     write_if,
 )
 
+_PROPS: dict[str, dict[str, Any]] = {
+    "workspaceUri": WORKSPACE_URI,
+    "id": NOTE_ID,
+    "content": CONTENT,
+}
+_UPDATE_PROPS = {**_PROPS, "expectedVersion": VERSION_ARG, "allowShrink": ALLOW_SHRINK_ARG}
 
-def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
-    def write(call: Call, args: dict[str, Any], verb: str) -> dict[str, Any]:
-        if "expectedVersion" in args:  # comparing versions reads the note: read, and write
-            env.open(call, args.get("workspaceUri"), "read")
-        ws = env.open(call, args.get("workspaceUri"), "write")
-        note_id = env.note_id(args["id"])
-        data = args["content"].encode("utf-8")
-        expected = expected_version(args)
-        require_writable(changes, ws, "create_note" if verb == "created" else "update_note")
-        guard = damage_guard(env.policy.limits, args) if verb == "updated" else None
-        readable = env.may_read(call, args.get("workspaceUri")) is not None
-        if expected is not None or guard is not None:  # compare-and-write (tools/versions.py)
-            written = write_if(
-                ws, changes, note_id, expected, lambda _: data,
-                forget=lambda: env.changed(ws, note_id), guard=guard, figures=readable,
-                too_large="fs-notes cannot check what the update would remove: pass "
-                "allowShrink: true to replace it anyway",
-            )  # fmt: skip
-            ident = written.ident if written.ident is not None else written.before.ident
-        else:
-            try:
-                if verb == "created":
-                    ident = changes.create_note(ws.workspace.name, note_id, data)
-                else:
-                    ident = changes.update_note(ws.workspace.name, note_id, data)
-            except FsError as exc:
-                raise ToolFailure(fs_message(exc, note_id)) from None
-            env.changed(ws, note_id)
-        if not readable:
-            # A version hashes the file's inode with its bytes: to a principal who wrote the
-            # bytes but may not read, it would give away the inode. It could not use it either
-            # (expectedVersion needs read). Issue 27.
-            return CallToolResult(
-                content=[TextContent(text=f"{verb} {shown_id(note_id, 300)} ({len(data)} bytes)")],
-                structured_content={"id": note_id, "size": len(data)},
-            ).wire()
-        version = note_version(ident, data)
+
+def _write(
+    env: NotesEnv, changes: NoteChanges, call: Call, args: dict[str, Any], verb: str
+) -> dict[str, Any]:
+    """notes_create ("created") or notes_update ("updated"): see the module docstring."""
+    if "expectedVersion" in args:  # comparing versions reads the note: read, and write
+        env.open(call, args.get("workspaceUri"), "read")
+    ws = env.open(call, args.get("workspaceUri"), "write")
+    note_id = env.note_id(args["id"])
+    data = args["content"].encode("utf-8")
+    expected = expected_version(args)
+    require_writable(changes, ws, "create_note" if verb == "created" else "update_note")
+    guard = damage_guard(env.policy.limits, args) if verb == "updated" else None
+    readable = env.may_read(call, args.get("workspaceUri")) is not None
+    if expected is not None or guard is not None:  # compare-and-write (tools/versions.py)
+        written = write_if(
+            ws, changes, note_id, expected, lambda _: data,
+            forget=lambda: env.changed(ws, note_id), guard=guard, figures=readable,
+            too_large="fs-notes cannot check what the update would remove: pass "
+            "allowShrink: true to replace it anyway",
+        )  # fmt: skip
+        ident = written.ident if written.ident is not None else written.before.ident
+    else:
+        try:
+            if verb == "created":
+                ident = changes.create_note(ws.workspace.name, note_id, data)
+            else:
+                ident = changes.update_note(ws.workspace.name, note_id, data)
+        except FsError as exc:
+            raise ToolFailure(fs_message(exc, note_id)) from None
+        env.changed(ws, note_id)
+    if not readable:
+        # A version hashes the file's inode with its bytes: to a principal who wrote the
+        # bytes but may not read, it would give away the inode. It could not use it either
+        # (expectedVersion needs read). Issue 27.
         return CallToolResult(
-            content=[
-                TextContent(
-                    text=f"{verb} {shown_id(note_id, 300)} ({ident.size} bytes, version {version})"
-                )
-            ],
-            structured_content={"id": note_id, "size": ident.size, "version": version},
+            content=[TextContent(text=f"{verb} {shown_id(note_id, 300)} ({len(data)} bytes)")],
+            structured_content={"id": note_id, "size": len(data)},
         ).wire()
+    version = note_version(ident, data)
+    return CallToolResult(
+        content=[
+            TextContent(
+                text=f"{verb} {shown_id(note_id, 300)} ({ident.size} bytes, version {version})"
+            )
+        ],
+        structured_content={"id": note_id, "size": ident.size, "version": version},
+    ).wire()
 
-    @guarded
-    def notes_create(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        return write(call, args, "created")
 
-    @guarded
-    def notes_update(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        return write(call, args, "updated")
+class NotesCreate:
+    """notes_create: a new note, never over one."""
 
-    props = {"workspaceUri": WORKSPACE_URI, "id": NOTE_ID, "content": CONTENT}
-    update_props = {**props, "expectedVersion": VERSION_ARG, "allowShrink": ALLOW_SHRINK_ARG}
-    return [
-        ToolSpec(
+    def __init__(self, env: NotesEnv, changes: NoteChanges) -> None:
+        self.env, self.changes = env, changes
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
             name="notes_create",
             title="Create a note",
             description="Create a new note (missing folders are created). Never overwrites: "
             "fails if a note already exists at that id.",
-            properties=props,
+            properties=_PROPS,
             required=("id", "content"),
             read_only=False,
             destructive=False,
             idempotent=False,
-            handler=notes_create,
-        ),
-        ToolSpec(
+            handler=guarded(self.run),
+        )
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        return _write(self.env, self.changes, call, args, "created")
+
+
+class NotesUpdate:
+    """notes_update: a note's whole content replaced, a compare-and-write with the damage guard."""
+
+    def __init__(self, env: NotesEnv, changes: NoteChanges) -> None:
+        self.env, self.changes = env, changes
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
             name="notes_update",
             title="Update a note",
             description="Replace an existing note's whole content atomically. Pass "
@@ -112,11 +130,13 @@ def build(env: NotesEnv, changes: NoteChanges) -> list[ToolSpec]:
             "and nothing written, if the note changed since you read it. An update that would "
             "remove most of the note, its front matter or its headings, or leave a "
             "placeholder such as '... rest unchanged', is refused unless allowShrink is true.",
-            properties=update_props,
+            properties=_UPDATE_PROPS,
             required=("id", "content"),
             read_only=False,
             destructive=True,
             idempotent=True,
-            handler=notes_update,
-        ),
-    ]
+            handler=guarded(self.run),
+        )
+
+    def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        return _write(self.env, self.changes, call, args, "updated")
