@@ -19,7 +19,7 @@ reached it a clear error, and nobody else anything:
   `subscriptions_per_principal`: the note URIs its open streams are subscribed to, together
   (tools/live.py): one more is refused with an error naming the limit (added 2026-12-01).
 - `max_shrink`, `max_headings_lost`: the share of a note's length and of its headings an
-  update or edit may remove unless the caller passes `allowShrink` (tools/versions.py, with
+  update or edit may remove unless the caller passes `force` (tools/versions.py, with
   fs_notes/notes/damage.py; 1: no bound).
 """
 
@@ -50,7 +50,7 @@ class Limits:
     #: A search index not served for this many days is removed when serve starts (0: never).
     unused_index_days: int = 30
     #: The share of a note's length, and of its headings, an update or edit may remove without
-    #: `allowShrink` (fs_notes/notes/damage.py; added 2026-12-07).
+    #: `force` (fs_notes/notes/damage.py; added 2026-12-07).
     max_shrink: float = 0.5
     max_headings_lost: float = 0.5
 

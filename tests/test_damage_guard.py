@@ -1,6 +1,6 @@
 """The damage guard in the tools (issue 30 item 3): an update or edit that clips a note, drops
 its front matter or headings, or leaves a placeholder is refused with what it would remove, and
-the note is left as it was (bytes, identity and times); `allowShrink` makes it; the policy sets
+the note is left as it was (bytes, identity and times); `force` makes it; the policy sets
 the bounds; a principal who may not read is told no figures. In process (layers 1 and 2)."""
 
 from __future__ import annotations
@@ -93,11 +93,11 @@ def test_an_update_that_clips_the_note_is_refused_and_nothing_is_written(
     assert text.startswith("refused: seedlings.md: the note would lose ")
     assert "7 of the note's 9 headings would be gone (first: 'Step 2')" in text
     assert text.endswith(
-        "Nothing was written. If the user wants exactly this, call again with allowShrink: "
+        "Nothing was written. If the user wants exactly this, call again with force: "
         "true; otherwise change only what needs changing (notes_edit)."
     )
     served.unchanged()
-    forced = served.call("notes_update", id="seedlings.md", content=clipped, allowShrink=True)
+    forced = served.call("notes_update", id="seedlings.md", content=clipped, force=True)
     assert forced.get("isError") is not True, forced  # the control: it can be done on purpose
     assert served.note.read_text() == clipped
 
@@ -135,7 +135,7 @@ def test_an_edit_that_removes_most_of_the_note_is_refused_also_as_a_dry_run(
     assert _codes(served.call("notes_edit", id="seedlings.md", edits=edit)) == [
         "shrinks", "headings-lost"]  # fmt: skip
     served.unchanged()
-    done = served.call("notes_edit", id="seedlings.md", edits=edit, allowShrink=True)
+    done = served.call("notes_edit", id="seedlings.md", edits=edit, force=True)
     assert done.get("isError") is not True, done
     assert "## Step 2" not in served.note.read_text()
 

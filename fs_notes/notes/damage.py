@@ -20,7 +20,7 @@ What it finds
     "remaining content omitted", "existing text here".
 
 What it does not: judge whether the change is right (a person shortening their own note on
-purpose passes `allowShrink`), look at links, tags or tasks, or catch a rewrite that keeps the
+purpose passes `force`), look at links, tags or tasks, or catch a rewrite that keeps the
 length and the headings but changes every sentence. No I/O (fs_notes/notes/ guarantees).
 """
 
@@ -34,7 +34,7 @@ from .titles import front_matter_block, front_matter_node, headings_of
 
 @dataclass(frozen=True)
 class Limits:
-    """What a change may do without `allowShrink` (the policy's `[limits]` may set them)."""
+    """What a change may do without `force` (the policy's `[limits]` may set them)."""
 
     max_shrink: float = 0.5
     min_chars: int = 200

@@ -29,7 +29,7 @@ from ..render import shown_id
 from .context import NotesEnv, ToolFailure, guarded
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .versions import (
-    ALLOW_SHRINK_ARG,
+    FORCE_ARG,
     VERSION_ARG,
     Current,
     damage_guard,
@@ -148,7 +148,7 @@ class NotesEdit:
             "exactly once in the note, else nothing changes and the error says which edit "
             "failed. All edits apply at once, atomically; the result is a unified diff "
             "(dryRun: only the diff, nothing written). Edits that would remove most of the "
-            "note, its front matter or its headings are refused unless allowShrink is true."
+            "note, its front matter or its headings are refused unless force is true."
             + _ASK_FOR_VERSION,
             properties={
                 "workspaceUri": WORKSPACE_URI,
@@ -165,7 +165,7 @@ class NotesEdit:
                     "description": "Only show the diff; write nothing",
                 },
                 "expectedVersion": VERSION_ARG,
-                "allowShrink": ALLOW_SHRINK_ARG,
+                "force": FORCE_ARG,
             },
             required=("id", "edits"),
             read_only=False,

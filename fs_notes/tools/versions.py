@@ -1,8 +1,8 @@
 """Note versions in the tools: a note read with its version, and the one compare-and-write that
-every versioned write goes through (every notes_update, unless allowShrink without
+every versioned write goes through (every notes_update, unless force without
 expectedVersion, every notes_append and notes_edit; notes_move may use it too), with the damage
 guard: an update or edit that would remove most of a note, its front matter or its headings,
-or leave a placeholder where text was, is refused unless the caller passes allowShrink
+or leave a placeholder where text was, is refused unless the caller passes force
 (fs_notes/notes/damage.py; the bounds are the policy's `max_shrink`, `max_headings_lost`).
 
 Guarantees: `write_if` writes only when the note's bytes, read here through the root handle
@@ -52,7 +52,7 @@ VERSION_ARG: dict[str, Any] = {
 }
 
 
-ALLOW_SHRINK_ARG: dict[str, Any] = {
+FORCE_ARG: dict[str, Any] = {
     "type": "boolean",
     "description": "Make the change even if it removes most of the note, its front matter or "
     "most of its headings, or leaves a placeholder where text was (such a change is refused "
@@ -71,8 +71,8 @@ _UNSHOWN = {
 
 
 def damage_guard(limits: Limits, args: dict[str, Any]) -> DamageLimits | None:
-    """The damage check a change is held to (None: the caller passed allowShrink)."""
-    if args.get("allowShrink") is True:
+    """The damage check a change is held to (None: the caller passed force)."""
+    if args.get("force") is True:
         return None
     return DamageLimits(max_shrink=limits.max_shrink, max_headings_lost=limits.max_headings_lost)
 
@@ -90,7 +90,7 @@ def refuse_damage(
     raise ToolFailure(
         f"refused: {shown_id(note_id, 300)}: " + "; ".join(d["detail"] for d in said)
         + ". Nothing was written. If the user wants exactly this, call again with "
-        "allowShrink: true; otherwise change only what needs changing (notes_edit).",
+        "force: true; otherwise change only what needs changing (notes_edit).",
         {"error": "noteDamaged", "id": note_id, "losses": said},
     )
 

@@ -8,7 +8,7 @@ only, for tests and the exercises' knock-out). A door that refuses `create_note`
 else happens, and its reason is shown; the note id is checked lexically here and resolved again
 by the filesystem layer behind the door. An update is a compare-and-write (tools/versions.py):
 the bytes read here must have the expectedVersion if one is given (added 2026-12-01), must not
-be destroyed unsaid by the new content (the damage guard, unless allowShrink; added
+be destroyed unsaid by the new content (the damage guard, unless force; added
 2026-12-07), and the door replaces the note only if it is still the file read. Every result
 carries the note's new version.
 """
@@ -26,7 +26,7 @@ from ..render import shown_id
 from .context import NotesEnv, ToolFailure, fs_message, guarded
 from .registry import CONTENT, NOTE_ID, WORKSPACE_URI, ToolSpec
 from .versions import (
-    ALLOW_SHRINK_ARG,
+    FORCE_ARG,
     VERSION_ARG,
     damage_guard,
     expected_version,
@@ -39,7 +39,7 @@ _PROPS: dict[str, dict[str, Any]] = {
     "id": NOTE_ID,
     "content": CONTENT,
 }
-_UPDATE_PROPS = {**_PROPS, "expectedVersion": VERSION_ARG, "allowShrink": ALLOW_SHRINK_ARG}
+_UPDATE_PROPS = {**_PROPS, "expectedVersion": VERSION_ARG, "force": FORCE_ARG}
 
 
 def _write(
@@ -60,7 +60,7 @@ def _write(
             ws, changes, note_id, expected, lambda _: data,
             forget=lambda: env.changed(ws, note_id), guard=guard, figures=readable,
             too_large="fs-notes cannot check what the update would remove: pass "
-            "allowShrink: true to replace it anyway",
+            "force: true to replace it anyway",
         )  # fmt: skip
         ident = written.ident if written.ident is not None else written.before.ident
     else:
@@ -129,7 +129,7 @@ class NotesUpdate:
             "expectedVersion (the version notes_read returned): the update is then refused, "
             "and nothing written, if the note changed since you read it. An update that would "
             "remove most of the note, its front matter or its headings, or leave a "
-            "placeholder such as '... rest unchanged', is refused unless allowShrink is true.",
+            "placeholder such as '... rest unchanged', is refused unless force is true.",
             properties=_UPDATE_PROPS,
             required=("id", "content"),
             read_only=False,
