@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .discovery import discover_method
+from .journal.door import authored
 from .policy import Policy
 from .protocol.argcheck import ArgumentError, validate
 from .protocol.dispatch import Call, Dispatcher, Method
@@ -60,9 +61,10 @@ def build_methods(
             # input validation errors such as a value out of range), so that the model can
             # read it and correct its call; an unknown tool above stays a protocol error.
             return tool_error(f"Invalid arguments for {tool.name}: {exc}")
-        if isinstance(tool.handler, MultiRound):
-            return tool.handler.run(call, arguments, params)
-        return tool.handler(call, arguments)
+        with authored(tool.name, call.principal.name):  # whom the journal says a change is by
+            if isinstance(tool.handler, MultiRound):
+                return tool.handler.run(call, arguments, params)
+            return tool.handler(call, arguments)
 
     methods = {
         "server/discover": discover_method(

@@ -335,7 +335,33 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("demo", parents=common, help="a scripted session on a bundled sample folder")
     _forget_parser(sub, common, state)
+    _changes_parser(sub, common, state)
     return parser
+
+
+def _changes_parser(sub: Any, common: list[argparse.ArgumentParser], state: str) -> None:
+    changes = sub.add_parser(
+        "changes",
+        parents=common,
+        help="what was changed through fs-notes, and by other programs, for review",
+        description="List what was changed in a notes folder through fs-notes (when, which "
+        "tool, which principal, what was kept to undo it) and which notes other programs "
+        "changed meanwhile, oldest first. notes_history and notes_restore put a kept version "
+        "back. Exit status: 0, 2 for a usage error.",
+    )
+    changes.add_argument("folder", nargs="?", metavar="FOLDER", help="the notes folder")
+    changes.add_argument("--policy", metavar="FILE", help="every workspace of a policy file")
+    changes.add_argument(
+        "--since",
+        default="1d",
+        metavar="WHEN",
+        help="from when: 30m, 2h, 1d, 1w ago, or a UTC date or time (2026-12-07T10:00); "
+        "default 1d",
+    )
+    changes.add_argument(
+        "--state-dir", metavar="DIR", help=f"the state folder, as for serve (default: {state})"
+    )
+    changes.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def _forget_parser(sub: Any, common: list[argparse.ArgumentParser], state: str) -> None:
@@ -411,6 +437,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .forget import forget
 
             return forget(args)
+        if args.command == "changes":
+            from .review import review
+
+            return review(args)
         if args.command == "demo":
             from .demo import demo
 

@@ -37,9 +37,12 @@ from .confirm.spent import SpentNonces, StoreUnavailable
 from .errors import ConfigError
 from .fs import FsError, WorkspaceRoot
 from .fs.trusted import UntrustedFolder, open_trusted
+from .journal.door import KeptChanges
+from .journal.store import Journal, journal_name
 from .policy import Policy, Workspace
 from .render import shown
 from .rounds.seal import KEPT_NAME, KeyFileError, KeyRing, StateSealer
+from .statefolder import index_digest
 
 if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first answer
     from .confirm.location import RedisLocation
@@ -324,8 +327,31 @@ def _with_keys_and_audit(
     return ConfirmParts(StateSealer(keyring), replay, audit, source, keyring.signing_kid)
 
 
+def open_journals(policy: Policy, folder: str | None) -> dict[str, Journal]:
+    """Each workspace's journal of changes (journal/store.py) in the state folder (`folder`
+    None: in memory, for as long as the server runs); ConfigError if one cannot be opened, so
+    nothing is ever changed that could not be undone."""
+    days, most = policy.limits.undo_days, policy.limits.undo_mib << 20
+    journals: dict[str, Journal] = {}
+    try:
+        for ws in policy.workspaces:
+            path = (
+                ":memory:" if folder is None
+                else os.path.join(folder, journal_name(index_digest(ws.name, ws.path)))
+            )  # fmt: skip
+            journals[ws.name] = Journal(path, days=days, max_bytes=most)
+    except (OSError, sqlite3.Error) as exc:
+        for journal in journals.values():
+            journal.close()
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ConfigError(f"the journal of changes in the state folder: {why}") from None
+    if days == 0:
+        log.warning("[limits] undo_days = 0: changes through fs-notes cannot be undone")
+    return journals
+
+
 def _dispatcher(
-    policy: Policy, roots: WorkspaceRoots, confirm: ConfirmParts, changes: NoteChanges,
+    policy: Policy, roots: WorkspaceRoots, confirm: ConfirmParts, changes: KeptChanges,
     ids: IdRules | None,
 ) -> tuple[Dispatcher, NotesEnv]:
     """The tools (tools/catalogue.py) around the door for changes, and the dispatcher."""
@@ -512,14 +538,21 @@ def compose(
             store = state.replay_store if isinstance(state, StatePaths) else None
             confined = _confine_self(policy, confirm, roots, asked, store)
         tool_roots: Mapping[str, ToolRoot] = roots if seen is None else seen.roots(roots)
-        changes, close_door = door.open(Opened(policy, roots, tool_roots, confined))
+        inner, close_door = door.open(Opened(policy, roots, tool_roots, confined))
+        closers.append(close_door)
+        journals = open_journals(policy, confirm.index_dir)
+        for journal in journals.values():
+            closers.append(journal.close)
+        changes = KeptChanges(
+            inner, tool_roots, journals, {ws.name: ws.read_limit for ws in policy.workspaces}
+        )
         envs: list[NotesEnv] = []
 
         def close_envs() -> None:  # (each scrubs its search indexes: search/index.py)
             for env in envs:
                 env.close()
 
-        closers += [close_envs, close_door]
+        closers.append(close_envs)
         tools_policy = policy if seen is None else seen.policy(policy)
         ids = None if seen is None else seen.ids
 

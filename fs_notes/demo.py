@@ -77,7 +77,7 @@ class Session:
 TOOLS = frozenset({
     "notes_list", "notes_read", "notes_search", "notes_tags", "notes_links", "notes_create",
     "notes_update", "notes_append", "notes_edit", "notes_move", "notes_delete", "notes_summarize",
-    "notes_workspaces",
+    "notes_workspaces", "notes_history", "notes_restore",
 })  # fmt: skip
 
 
@@ -217,6 +217,20 @@ def demo() -> int:
                     "the same confirmation replayed",
                     replay.get("error", {}).get("code") == -32602 and (ws / choices[1]).exists(),
                     "refused, nothing deleted",
+                )
+            )
+            history = s.tool("notes_history", workspaceUri=uri, id=choices[0])["result"]
+            kept = history["structuredContent"]["versions"]
+            restored = s.tool(
+                "notes_restore", workspaceUri=uri, id=choices[0],
+                version=kept[0]["version"] if kept else "v1:" + "0" * 32,
+            )["result"]  # fmt: skip
+            results.append(
+                _show(
+                    f"notes_restore {choices[0]}",
+                    restored.get("isError") is not True
+                    and (ws / choices[0]).read_text() == SAMPLE[choices[0]],
+                    "the deleted note is back, byte for byte, from the journal of changes",
                 )
             )
             print("\nescape attempts (each must be refused, the outside file untouched):")

@@ -21,6 +21,9 @@ reached it a clear error, and nobody else anything:
 - `max_shrink`, `max_headings_lost`: the share of a note's length and of its headings an
   update or edit may remove unless the caller passes `force` (tools/versions.py, with
   fs_notes/notes/damage.py; 1: no bound).
+- `undo_days`, `undo_mib`: how long, and up to how many MiB per workspace, the journal of
+  changes keeps what each change replaced (fs_notes/journal/store.py; added 2026-12-07). 0 days
+  keeps nothing: changes then cannot be undone, and every start says so.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ class Limits:
     #: `force` (fs_notes/notes/damage.py; added 2026-12-07).
     max_shrink: float = 0.5
     max_headings_lost: float = 0.5
+    #: How long (days) and up to how much (MiB per workspace) the journal keeps what each change
+    #: replaced, so it can be undone (fs_notes/journal/store.py; added 2026-12-07).
+    undo_days: int = 30
+    undo_mib: int = 256
 
     def to_json(self) -> dict[str, float | int]:
         return {
@@ -67,6 +74,8 @@ class Limits:
             "unused_index_days": self.unused_index_days,
             "max_shrink": self.max_shrink,
             "max_headings_lost": self.max_headings_lost,
+            "undo_days": self.undo_days,
+            "undo_mib": self.undo_mib,
         }
 
 
@@ -83,6 +92,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "unused_index_days": (0, 36500),
     "max_shrink": (0.01, 1),
     "max_headings_lost": (0.01, 1),
+    "undo_days": (0, 36500),
+    "undo_mib": (1, 1 << 20),
 }
 
 

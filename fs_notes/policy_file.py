@@ -117,6 +117,8 @@ class _LimitsTable(_Table):
     unused_index_days: int = Limits.unused_index_days
     max_shrink: float = Limits.max_shrink
     max_headings_lost: float = Limits.max_headings_lost
+    undo_days: int = Limits.undo_days
+    undo_mib: int = Limits.undo_mib
 
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
 

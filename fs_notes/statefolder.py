@@ -5,7 +5,9 @@ Where (docs/interface.md, README "What fs-notes keeps on disk"):
   or the folder of --replay-db. It holds the replay database (`replay.sqlite3`, -wal, -shm),
   the kept key ring (`state.keys`) and, per workspace, a search index
   (`search-<digest>.sqlite3`, -wal, -shm) with its record (`search-<digest>.json`) and its
-  lock file (`search-<digest>.lock`);
+  lock file (`search-<digest>.lock`), and its journal of changes (`journal-<digest>.sqlite3`,
+  -wal, -shm: what each change through fs-notes replaced, fs_notes/journal/store.py), which
+  belongs to the same folder and is kept, claimed and removed with its index;
 - the configuration folder: `$XDG_CONFIG_HOME/fs-notes` (else `~/.config/fs-notes`), where
   `fs-notes init` writes `policy.toml` and `state.keys`.
 
@@ -86,7 +88,12 @@ KEYS_NAME = "state.keys"
 POLICY_NAME = "policy.toml"
 #: The files of one SQLite database besides the main one.
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
-_INDEX = re.compile(r"search-([0-9a-f]{16})\.(sqlite3(?:-wal|-shm|-journal)?|json|lock)")
+#: A folder's files: its search index, record and lock, and its journal of changes
+#: (journal-<digest>.sqlite3, fs_notes/journal/store.py), kept and removed together.
+_INDEX = re.compile(
+    r"search-([0-9a-f]{16})\.(?:sqlite3(?:-wal|-shm|-journal)?|json|lock)"
+    r"|journal-([0-9a-f]{16})\.sqlite3(?:-wal|-shm|-journal)?"
+)
 #: A temporary record (`_write_record`'s), left behind if a write was interrupted.
 _LEFTOVER = re.compile(r"\.search-([0-9a-f]{16})\.json\.[0-9a-f]{12}\.tmp")
 MAX_RECORD_BYTES = 1 << 16
@@ -238,7 +245,8 @@ def scan(dir_fd: int) -> list[IndexFiles]:
         match = _INDEX.fullmatch(name) or _LEFTOVER.fullmatch(name)
         if match is None:
             continue
-        entry = found.setdefault(match.group(1), IndexFiles(match.group(1), {}))
+        digest = match.group(1) or match.group(2)
+        entry = found.setdefault(digest, IndexFiles(digest, {}))
         if name in mounted:
             entry.others[name] = MOUNT_POINT
             continue

@@ -21,6 +21,7 @@ import fs_notes.fs.root as fs_root
 import fs_notes.tools.versions as versions
 from fs_notes.fs import Identity, IdentityChanged, WorkspaceRoot
 from fs_notes.fs.version import is_version, note_version
+from fs_notes.journal.store import Journal
 from fs_notes.policy import Principal
 from fs_notes.policy_file import load_policy
 from fs_notes.rounds.seal import KeyRing
@@ -473,16 +474,18 @@ def test_the_confined_worker_refuses_a_note_changed_after_the_tools_check(
             refused.append(exc)
             raise
 
-    load = versions.load_current
+    keep = Journal.keep
 
-    def read_then_someone_writes(opened: Any, note_id: str) -> versions.Current:
-        current = load(opened, note_id)
+    def kept_then_someone_writes(self: Journal, **row: Any) -> int:
+        # After the server read the note (the tools, then the journal of changes, each under
+        # the identity it saw), just before the worker writes.
+        seq = keep(self, **row)
         if not refused and note.read_text() == JOURNAL:
             note.write_text(JOURNAL + "- theirs\n")
-        return current
+        return seq
 
     monkeypatch.setattr(ConfinedChanges, "update_note", recorded)
-    monkeypatch.setattr(versions, "load_current", read_then_someone_writes)
+    monkeypatch.setattr(Journal, "keep", kept_then_someone_writes)
     seen = _version(note)
     result = call("notes_update", {"id": "j.md", "content": "# mine\n", "expectedVersion": seen})
     text, data = _mismatch("j.md", seen)
@@ -490,4 +493,5 @@ def test_the_confined_worker_refuses_a_note_changed_after_the_tools_check(
     assert result["structuredContent"] == data
     assert note.read_text() == JOURNAL + "- theirs\n"
     assert [type(e) for e in refused] == [IdentityChanged]  # the worker said no
+    assert call("notes_history", {"id": "j.md"})["structuredContent"]["versions"] == []
     assert sorted(os.listdir(ws)) == ["j.md"]  # no temp file left by the worker

@@ -150,7 +150,11 @@ def test_without_the_filesystem_layer_the_os_layer_refuses_symlink_escapes(
     attacks = _by_name(data)
     for name in ("symlink-final", "symlink-dir", "magic-link-root", "replaced-parent"):
         assert attacks[name]["results"]["no-filesystem"] == "blocked:os", attacks[name]
-    assert "ENOENT" in attacks["fd-leak-worker"]["detail"]["no-filesystem"]
+    # Before a deletion the journal of changes reads the note's bytes in this server, through
+    # the naive roots: the server's own Landlock domain refuses the read beneath the moved
+    # folder, and nothing is deleted that could not be kept (the worker's leaked fd itself:
+    # test_sandbox_escapes.py).
+    assert "EACCES" in attacks["fd-leak-worker"]["detail"]["no-filesystem"]
 
 
 def _documented_matrix() -> dict[str, tuple[str, ...]]:

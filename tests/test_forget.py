@@ -60,7 +60,8 @@ def _state_files(state: Path) -> list[str]:
 
 
 def _index_files(state: Path) -> list[str]:
-    return [n for n in _state_files(state) if n.startswith("search-")]
+    """A folder's files: its search index and its journal of changes."""
+    return [n for n in _state_files(state) if n.startswith(("search-", "journal-"))]
 
 
 def test_forget_folder_removes_its_index_and_record_and_names_each_file(tmp_path: Path) -> None:
@@ -70,6 +71,7 @@ def test_forget_folder_removes_its_index_and_record_and_names_each_file(tmp_path
     digest = index_name("notes", str(folder.resolve())).removesuffix(".sqlite3")
     before = _index_files(state)
     assert f"{digest}.sqlite3" in before and f"{digest}.json" in before
+    assert digest.replace("search-", "journal-") + ".sqlite3" in before  # the journal goes too
     record = json.loads((state / "fs-notes" / f"{digest}.json").read_text())
     assert record == {"workspace": "notes", "folder": str(folder.resolve())}
     size = (state / "fs-notes" / f"{digest}.sqlite3").stat().st_size
@@ -157,8 +159,8 @@ def test_stale_removes_a_deleted_or_moved_folders_index_and_keeps_the_others(
     _serve_and_search(kept, state)
     _serve_and_search(moved, state)
     moved.rename(tmp_path / "elsewhere")
-    kept_files = {n for n in _index_files(state)
-                  if n.startswith(index_name("kept", str(kept.resolve()))[:23])}  # fmt: skip
+    digest = index_name("kept", str(kept.resolve()))[7:23]
+    kept_files = {n for n in _index_files(state) if digest in n}
     done = _forget(state, "--stale", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -325,7 +327,10 @@ def test_forget_folder_takes_an_index_without_record_named_for_that_folder(
     name = index_name("notes", str(folder.resolve()))
     assert name in {Path(str(r["path"])).name for r in removed}
     # its files only (the lock file serve made stays beside it: it goes too)
-    assert all(Path(str(r["path"])).name.startswith(name.removesuffix("sqlite3")) for r in removed)
+    # (and its journal of changes, named by the same digest)
+    stem = name.removesuffix("sqlite3")
+    mine = (stem, stem.replace("search-", "journal-"))
+    assert all(Path(str(r["path"])).name.startswith(mine) for r in removed)
     assert all(r["folder"] is None for r in removed)
     assert _index_files(state) == [other.name]
 

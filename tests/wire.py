@@ -34,6 +34,8 @@ TOOLS = {
     "notes_append",
     "notes_edit",
     "notes_move",
+    "notes_history",
+    "notes_restore",
     "notes_delete",
     "notes_summarize",
     "notes_workspaces",

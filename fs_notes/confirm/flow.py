@@ -198,6 +198,7 @@ def build_elicitation(
     *,
     by_id: bool = False,
     modified: bool = True,
+    kept_days: int = 0,
 ) -> dict[str, Any]:
     """The ``elicitation/create`` params (form mode) for choosing and confirming a deletion.
     ``by_id``: the note was asked for by its id (``title`` is then that id, and the one
@@ -213,7 +214,11 @@ def build_elicitation(
     message = (
         f"Delete a note from the workspace {shown(workspace_uri, _DISPLAY_ID_CHARS)}. "
         f"{asked[0].upper()}{asked[1:]}. Choose the note to delete and confirm; "
-        "deletion is permanent."
+        + (
+            f"its text is kept for {kept_days} days so that it can be restored."
+            if kept_days > 0
+            else "deletion is permanent."
+        )
     )
     return {
         "mode": "form",
@@ -229,6 +234,7 @@ def input_request(
     *,
     by_id: bool = False,
     modified: bool,
+    kept_days: int = 0,
 ) -> dict[str, Any]:
     """The ``inputRequests`` map of round 1: one ``elicitation/create`` under `ELICITATION_KEY`.
     ``modified`` has no default: the tool says whether its principal may see the times."""
@@ -236,7 +242,8 @@ def input_request(
         ELICITATION_KEY: {
             "method": "elicitation/create",
             "params": build_elicitation(
-                workspace_uri, title, candidates, by_id=by_id, modified=modified
+                workspace_uri, title, candidates, by_id=by_id, modified=modified,
+                kept_days=kept_days,
             ),
         }
     }

@@ -1,15 +1,17 @@
-"""Which tools the server has: every tool, built around the door for changes and the
-confirmation parts, in the order `tools/list` shows them. The one list; compose.py calls it."""
+"""Which tools the server has: every tool, built around the door for changes (the one that keeps
+the journal: fs_notes/journal/door.py) and the confirmation parts, in the order `tools/list`
+shows them. The one list; compose.py calls it."""
 
 from __future__ import annotations
 
 from ..confirm.audit import AuditLog
 from ..confirm.spent import SpentNonces
-from ..fs.changes import NoteChanges
+from ..journal.door import KeptChanges
 from ..rounds.seal import StateSealer
 from .context import NotesEnv
 from .delete import DeleteTool
 from .edit_tools import NotesAppend, NotesEdit
+from .history_tools import NotesHistory, NotesRestore
 from .move_tool import NotesMove
 from .read_tools import NotesList, NotesRead, NotesSearch
 from .registry import ServerTool, ToolSpec
@@ -21,7 +23,7 @@ from .write_tools import NotesCreate, NotesUpdate
 
 def server_tools(
     env: NotesEnv,
-    changes: NoteChanges,
+    changes: KeptChanges,
     sealer: StateSealer,
     replay: SpentNonces,
     audit: AuditLog,
@@ -40,6 +42,8 @@ def server_tools(
         NotesMove(env, changes),
         NotesAppend(env, changes),
         NotesEdit(env, changes),
+        NotesHistory(env, changes.journals),
+        NotesRestore(env, changes, changes.journals),
         DeleteTool(env, sealer, replay, audit, changes),
         SummarizeTool(env, sealer),
     ]

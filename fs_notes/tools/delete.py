@@ -329,7 +329,8 @@ class DeleteTool:
         may_read = self.env.may_read(call, ws.uri) is not None
         return InputRequiredResult(
             input_requests=input_request(
-                ws.uri, _asked(args), candidates, by_id="id" in args, modified=may_read
+                ws.uri, _asked(args), candidates, by_id="id" in args, modified=may_read,
+                kept_days=self.env.policy.limits.undo_days,
             ),
             request_state=token,
         ).wire()

@@ -1,0 +1,312 @@
+"""Every change undoable (issue 30 item 2): each change through fs-notes keeps what it replaced
+in the workspace's journal first (fs_notes/journal/), notes_history lists a note's kept versions
+(a deleted note's too) and notes_restore puts one back byte for byte, through the same door;
+a change whose previous bytes cannot be kept is not made; the journal is private, bounded, and
+what it prunes is gone from its file. In process (layers 1 and 2); tests/test_sdk_history.py
+drives the real `serve` (the confined worker)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inprocess import InProcess
+from trees import files
+
+from fs_notes.errors import ConfigError
+from fs_notes.fs.changes import InProcessChanges, NoteChanges
+from fs_notes.fs.errors import IdentityChanged
+from fs_notes.fs.identity import Identity
+from fs_notes.journal.store import Journal, journal_name
+from fs_notes.policy import Policy
+from fs_notes.policy_file import load_policy
+from fs_notes.rounds.seal import KeyRing
+from fs_notes.statefolder import index_digest
+
+PLAN = (
+    "---\ntags: [garden]\n---\n# Plan\n\n## Beds\n\nTomatoes by the wall.\n\n"
+    "## Paths\n\nGravel.\n"
+)
+
+
+def _policy(tmp_path: Path, limits: str = "", read_limit: str = "") -> Policy:
+    path = tmp_path / "policy.toml"
+    path.write_text(
+        '[[principal]]\nname = "me"\nlocal = true\n\n'
+        f'[[workspace]]\nname = "notes"\npath = "{tmp_path / "notes"}"\n{read_limit}\n'
+        '[[grant]]\nprincipal = "me"\nworkspace = "notes"\n'
+        'operations = ["read", "write", "delete"]\n'
+        + (f"\n[limits]\n{limits}\n" if limits else "")
+    )
+    return load_policy(str(path))
+
+
+class _Served:
+    def __init__(self, tmp_path: Path, *, door: Any = InProcessChanges, **policy: str) -> None:
+        self.ws = files(tmp_path / "notes", {"plan.md": PLAN, "index.md": "# Index\n[[plan]]\n"})
+        self.policy = _policy(tmp_path, **policy)
+        self.state = tmp_path / "state"
+        self.state.mkdir(exist_ok=True)
+        self.srv = InProcess(
+            self.policy, self.state, keyring=KeyRing.ephemeral(), clock=time.time, door=door
+        )
+        self.uri = self.policy.workspaces[0].uri
+        ws = self.policy.workspaces[0]
+        self.journal = self.state / journal_name(index_digest(ws.name, ws.path))
+
+    def call(self, name: str, **args: Any) -> dict[str, Any]:
+        me = self.policy.local_principal()
+        response = self.srv.call(me, name, {"workspaceUri": self.uri, **args})
+        result: dict[str, Any] = response["result"]
+        return result
+
+    def delete(self, note_id: str) -> dict[str, Any]:
+        me = self.policy.local_principal()
+        args = {"workspaceUri": self.uri, "id": note_id}
+        state = self.srv.call(me, "notes_delete", args)["result"]["requestState"]
+        accept = {"delete_choice": {"action": "accept",
+                                    "content": {"note_id": note_id, "confirm": True}}}  # fmt: skip
+        answer = self.srv.call(me, "notes_delete", args, inputResponses=accept, requestState=state)
+        result: dict[str, Any] = answer["result"]
+        return result
+
+    def versions(self, note_id: str) -> list[dict[str, Any]]:
+        history = self.call("notes_history", id=note_id)
+        assert history.get("isError") is not True, history
+        versions: list[dict[str, Any]] = history["structuredContent"]["versions"]
+        return versions
+
+    def close(self) -> None:
+        self.srv.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Any:
+    s = _Served(tmp_path)
+    yield s
+    s.close()
+
+
+def test_an_update_is_kept_and_restored_byte_for_byte(served: _Served) -> None:
+    before = served.call("notes_read", id="plan.md")["structuredContent"]["version"]
+    new = PLAN.replace("Gravel.", "Bark chips.")
+    assert served.call("notes_update", id="plan.md", content=new).get("isError") is not True
+    [kept] = served.versions("plan.md")
+    assert kept["version"] == before  # the version notes_read gave before the change
+    assert kept["tool"] == "notes_update" and kept["principal"] == "me"
+    assert kept["size"] == len(PLAN.encode()) and kept["kind"] == "update"
+    restored = served.call("notes_restore", id="plan.md", version=before)
+    assert restored.get("isError") is not True, restored
+    assert restored["structuredContent"]["restored"] == before
+    assert (served.ws / "plan.md").read_bytes() == PLAN.encode()
+    # The restore is kept too: the text it replaced can be put back in turn.
+    newest, oldest = served.versions("plan.md")
+    assert newest["tool"] == "notes_restore" and newest["size"] == len(new.encode())
+    assert oldest["version"] == before
+
+
+def test_a_deleted_note_is_listed_and_restored_byte_for_byte(served: _Served) -> None:
+    raw = PLAN.encode() + b"\xe2\x80\x8b trailing bytes\n"
+    (served.ws / "plan.md").write_bytes(raw)
+    mode = stat.S_IMODE((served.ws / "plan.md").stat().st_mode)
+    done = served.delete("plan.md")
+    assert done["structuredContent"]["deleted"] == "plan.md"
+    assert not (served.ws / "plan.md").exists()
+    [kept] = served.versions("plan.md")
+    assert kept["kind"] == "delete" and kept["tool"] == "notes_delete"
+    assert kept["size"] == len(raw)
+    restored = served.call("notes_restore", id="plan.md", version=kept["version"])
+    assert restored.get("isError") is not True, restored
+    assert (served.ws / "plan.md").read_bytes() == raw
+    assert stat.S_IMODE((served.ws / "plan.md").stat().st_mode) & 0o600 == mode & 0o600
+
+
+def test_edit_append_and_a_move_with_its_link_rewrite_are_kept(served: _Served) -> None:
+    edit = served.call("notes_edit", id="plan.md",
+                       edits=[{"oldText": "Gravel.", "newText": "Bark."}])  # fmt: skip
+    assert edit.get("isError") is not True, edit
+    assert served.call("notes_append", id="plan.md", content="\nMore.\n").get("isError") is not True
+    moved = served.call("notes_move", id="plan.md", newId="garden/plan.md", updateLinks=True)
+    assert moved.get("isError") is not True, moved
+    tools = [v["tool"] for v in served.versions("plan.md")]
+    assert tools == ["notes_append", "notes_edit"]
+    history = served.call("notes_history", id="plan.md")["structuredContent"]
+    assert [(m["id"], m["newId"]) for m in history["moves"]] == [("plan.md", "garden/plan.md")]
+    # The backlink rewrite in index.md is a change too, kept under the move's name.
+    [link] = served.versions("index.md")
+    assert link["tool"] == "notes_move"
+    restored = served.call("notes_restore", id="index.md", version=link["version"])
+    assert restored.get("isError") is not True, restored
+    assert (served.ws / "index.md").read_text() == "# Index\n[[plan]]\n"
+
+
+def test_a_version_not_kept_is_refused_with_nothing_changed(served: _Served) -> None:
+    st = (served.ws / "plan.md").stat()
+    missing = "v1:" + "0" * 32
+    refused = served.call("notes_restore", id="plan.md", version=missing)
+    assert refused["isError"] is True
+    assert refused["structuredContent"] == {
+        "error": "versionNotKept", "id": "plan.md", "version": missing,
+    }  # fmt: skip
+    bad = served.call("notes_restore", id="plan.md", version="yesterday")
+    assert bad["isError"] is True and "invalid version" in bad["content"][0]["text"]
+    after = (served.ws / "plan.md").stat()
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (st.st_ino, st.st_mtime_ns,
+                                                                 st.st_size)  # fmt: skip
+
+
+def test_restore_with_an_expected_version_refuses_a_note_changed_since(served: _Served) -> None:
+    served.call("notes_update", id="plan.md", content=PLAN + "\nOne more line.\n")
+    [kept] = served.versions("plan.md")
+    now = served.call("notes_read", id="plan.md")["structuredContent"]["version"]
+    (served.ws / "plan.md").write_text(PLAN + "\nThe person's own edit.\n")
+    refused = served.call("notes_restore", id="plan.md", version=kept["version"],
+                          expectedVersion=now)  # fmt: skip
+    assert refused["isError"] is True
+    assert refused["structuredContent"]["error"] == "versionMismatch"
+    assert (served.ws / "plan.md").read_text().endswith("The person's own edit.\n")
+    assert len(served.versions("plan.md")) == 1  # the refused restore kept nothing
+
+
+def test_the_journal_is_private_to_the_user(served: _Served) -> None:
+    served.call("notes_update", id="plan.md", content=PLAN + "\nx\n")
+    for name in os.listdir(served.state):
+        if name.startswith("journal-"):
+            assert stat.S_IMODE(os.stat(served.state / name).st_mode) == 0o600, name
+
+
+def test_a_link_planted_at_the_journal_name_is_refused_never_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.sqlite3"
+    outside.write_bytes(b"the user's own file\n")
+    st = outside.stat()
+    probe = _Served(tmp_path)  # to learn the journal's name
+    name = probe.journal.name
+    probe.close()
+    os.unlink(probe.journal)
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(str(probe.journal) + suffix):
+            os.unlink(str(probe.journal) + suffix)
+    os.symlink(outside, probe.journal)
+    with pytest.raises(ConfigError, match="the journal of changes"):
+        _Served(tmp_path)
+    assert outside.read_bytes() == b"the user's own file\n"
+    after = outside.stat()
+    assert (after.st_mtime_ns, after.st_size, after.st_mode) == (st.st_mtime_ns, st.st_size,
+                                                                  st.st_mode)  # fmt: skip
+    assert os.path.islink(tmp_path / "state" / name)
+
+
+def test_a_note_whose_bytes_cannot_be_kept_is_not_changed(tmp_path: Path) -> None:
+    s = _Served(tmp_path, read_limit="read_limit = 4096")
+    try:
+        big = b"# Big\n" + b"word " * 1000
+        (s.ws / "big.md").write_bytes(big)
+        st = (s.ws / "big.md").stat()
+        refused = s.call("notes_update", id="big.md", content="# Big\n", force=True)
+        assert refused["isError"] is True
+        text = refused["content"][0]["text"]
+        assert "cannot keep a copy to undo the change" in text and "nothing was changed" in text
+        assert (s.ws / "big.md").read_bytes() == big
+        after = (s.ws / "big.md").stat()
+        assert (after.st_ino, after.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+        # The control: a note within the limit is replaced.
+        assert s.call("notes_update", id="index.md", content="# I\n", force=True).get(
+            "isError") is not True  # fmt: skip
+    finally:
+        s.close()
+
+
+class _Racing:
+    """A door whose every update finds the note changed since it was read."""
+
+    def __init__(self, roots: Any) -> None:
+        self.inner: NoteChanges = InProcessChanges(roots)
+        self.updates = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def update_note(self, workspace: str, relpath: str, data: bytes, *,
+                    expected: Identity | None = None) -> Identity:  # fmt: skip
+        self.updates += 1
+        raise IdentityChanged()
+
+
+def test_a_change_that_did_not_go_through_leaves_no_row(tmp_path: Path) -> None:
+    doors: list[_Racing] = []
+
+    def door(roots: Any) -> Any:
+        doors.append(_Racing(roots))
+        return doors[0]
+
+    s = _Served(tmp_path, door=door)
+    try:
+        busy = s.call("notes_update", id="plan.md", content=PLAN + "\nx\n")
+        assert busy["isError"] is True and busy["structuredContent"]["error"] == "noteBusy"
+        assert doors[0].updates > 0  # the door was reached, and refused each time
+        assert s.versions("plan.md") == []
+    finally:
+        s.close()
+
+
+def _marker_in(path: Path, marker: bytes) -> bool:
+    data = b"".join(
+        Path(str(path) + suffix).read_bytes()
+        for suffix in ("", "-wal") if os.path.exists(str(path) + suffix)
+    )  # fmt: skip
+    return marker in data
+
+
+def test_the_journal_is_bounded_and_what_it_prunes_is_gone_from_its_file(tmp_path: Path) -> None:
+    s = _Served(tmp_path, limits="undo_mib = 1")
+    try:
+        marker = b"SECRET-FIRST-VERSION-" * 1000  # 21 KB, in the first version only
+        (s.ws / "plan.md").write_bytes(b"# Plan\n" + marker + b"\n")
+        s.call("notes_update", id="plan.md", content="# Plan\n" + "a" * 300_000 + "\n", force=True)
+        assert _marker_in(s.journal, marker[:42])  # the control: it is kept, in the file
+        for n in range(4):  # 4 x 300 KB more: past 1 MiB, the oldest go
+            s.call("notes_update", id="plan.md", content="# Plan\n" + str(n) * 300_000 + "\n",
+                   force=True)  # fmt: skip
+        sizes = [v["size"] for v in s.versions("plan.md")]
+        assert sum(sizes) <= 1 << 20 and len(sizes) < 5
+        assert all(v["size"] != len(marker) + 8 for v in s.versions("plan.md"))
+        assert not _marker_in(s.journal, marker[:42])  # secure_delete: zeroed, not just freed
+    finally:
+        s.close()
+
+
+def test_rows_past_the_age_bound_go(tmp_path: Path) -> None:
+    journal = Journal(str(tmp_path / "j.sqlite3"), days=1, max_bytes=1 << 30)
+    try:
+        journal.keep(note_id="a.md", kind="update", tool="t", principal="p", content=b"old")
+        journal._db().execute("UPDATE kept SET at = at - 2 * 86400")  # two days ago
+        journal.keep(note_id="b.md", kind="update", tool="t", principal="p", content=b"new")
+        assert journal.history("a.md") == []
+        assert [e.content for e in journal.history("b.md")] == [b"new"]
+    finally:
+        journal.close()
+
+
+def test_undo_days_zero_keeps_no_bytes(tmp_path: Path) -> None:
+    s = _Served(tmp_path, limits="undo_days = 0")
+    try:
+        s.call("notes_update", id="plan.md", content=PLAN + "\nx\n")
+        assert s.versions("plan.md") == []
+        assert not _marker_in(s.journal, b"Tomatoes by the wall")
+    finally:
+        s.close()
+
+
+def test_ids_that_are_not_utf8_come_back_as_they_went_in(tmp_path: Path) -> None:
+    journal = Journal(str(tmp_path / "j.sqlite3"), days=30, max_bytes=1 << 30)
+    try:
+        odd = os.fsdecode(b"caf\xe9.md")  # a Latin-1 name: a lone surrogate escape
+        journal.keep(note_id=odd, kind="delete", tool="t", principal="p", content=b"x")
+        [entry] = journal.history(odd)
+        assert entry.id == odd and os.fsencode(entry.id) == b"caf\xe9.md"
+    finally:
+        journal.close()
