@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import sqlite3
 import time
 from dataclasses import dataclass
 
@@ -176,9 +177,13 @@ def review(args: argparse.Namespace) -> int:
             journal = None
         except OSError as exc:
             raise ConfigError(f"{shown(path)}: {exc.strerror}") from None
+        except sqlite3.Error as exc:
+            raise ConfigError(f"{shown(path)}: not a journal fs-notes can read ({exc})") from None
         root = _open_root(ws)
         try:
             changes = workspace_changes(ws, journal, root, since)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"{shown(path)}: not a journal fs-notes can read ({exc})") from None
         finally:
             root.close()
             if journal is not None:
@@ -198,6 +203,8 @@ def review(args: argparse.Namespace) -> int:
         for change in changes:
             print("  " + change.line())
         ours = sum(c.by == "fs-notes" for c in changes)
-        print(f"  {ours} through fs-notes, {len(changes) - ours} by other programs"
-              + ("; notes_history and notes_restore put a kept version back" if ours else ""))
+        print(
+            f"  {ours} through fs-notes, {len(changes) - ours} by other programs"
+            + ("; notes_history and notes_restore put a kept version back" if ours else "")
+        )
     return 0

@@ -7,8 +7,12 @@ drives the real `serve` (the confined worker)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -268,7 +272,8 @@ def test_the_journal_is_bounded_and_what_it_prunes_is_gone_from_its_file(tmp_pat
         (s.ws / "plan.md").write_bytes(b"# Plan\n" + marker + b"\n")
         s.call("notes_update", id="plan.md", content="# Plan\n" + "a" * 300_000 + "\n", force=True)
         assert _marker_in(s.journal, marker[:42])  # the control: it is kept, in the file
-        for n in range(4):  # 4 x 300 KB more: past 1 MiB, the oldest go
+        for n in range(4):  # 4 x 300 KB more, each a version older than a day: the oldest go
+            _age(s.journal, 2 * 86400)
             s.call("notes_update", id="plan.md", content="# Plan\n" + str(n) * 300_000 + "\n",
                    force=True)  # fmt: skip
         sizes = [v["size"] for v in s.versions("plan.md")]
@@ -277,6 +282,111 @@ def test_the_journal_is_bounded_and_what_it_prunes_is_gone_from_its_file(tmp_pat
         assert not _marker_in(s.journal, marker[:42])  # secure_delete: zeroed, not just freed
     finally:
         s.close()
+
+
+def _age(journal: Path, seconds: float) -> None:
+    """Every kept row made `seconds` older (as another process could see it: through SQLite)."""
+    with contextlib.closing(sqlite3.connect(journal, isolation_level=None)) as db:
+        db.execute("UPDATE kept SET at = at - ?", (seconds,))
+
+
+def _ok(result: dict[str, Any]) -> dict[str, Any]:
+    assert result.get("isError") is not True, result
+    return result
+
+
+def test_no_writer_can_flush_what_another_change_kept(tmp_path: Path) -> None:
+    """The attack: a client that writes a lot to push a deleted note out of the journal before
+    the person looks. Versions younger than a day are never pruned for space: the flooding write
+    is refused with nothing changed, and the deleted note is still restored byte for byte."""
+    s = _Served(tmp_path, limits="undo_mib = 1")
+    try:
+        _ok(s.delete("index.md"))
+        body = b""
+        for n in range(4):  # 3 x 300 KB kept (the versions these updates replace)
+            body = ("# Plan\n" + str(n) * 300_000 + "\n").encode()
+            _ok(s.call("notes_update", id="plan.md", content=body.decode(), force=True))
+        before = os.stat(s.ws / "plan.md")
+        refused = s.call("notes_update", id="plan.md", content="# Plan\n" + "9" * 300_000 + "\n",
+                         force=True)  # fmt: skip
+        assert refused["isError"] is True
+        [text] = [c["text"] for c in refused["content"]]
+        assert "journal of changes is full" in text and "undo_mib (1 MiB)" in text
+        assert (s.ws / "plan.md").read_bytes() == body
+        assert os.stat(s.ws / "plan.md").st_ino == before.st_ino
+        [deleted] = s.versions("index.md")
+        _ok(s.call("notes_restore", id="index.md", version=deleted["version"]))
+        assert (s.ws / "index.md").read_text() == "# Index\n[[plan]]\n"
+        # The control: the same write once what was kept is older than a day goes through,
+        # pruning the oldest versions for space.
+        _age(s.journal, 2 * 86400)
+        _ok(s.call("notes_update", id="plan.md", content="# Plan\n" + "9" * 300_000 + "\n",
+                   force=True))  # fmt: skip
+        assert len(s.versions("plan.md")) < 4
+    finally:
+        s.close()
+
+
+def test_rows_past_the_age_bound_go_when_it_opens_with_nothing_changed(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    journal = Journal(str(path), days=30, max_bytes=1 << 30)
+    journal.keep(note_id="a.md", kind="delete", tool="t", principal="p", content=b"OLD-SECRET")
+    journal.keep(note_id="b.md", kind="delete", tool="t", principal="p", content=b"YOUNG")
+    journal.close()
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.execute("UPDATE kept SET at = at - 40 * 86400 WHERE content = x'4f4c442d534543524554'")
+    assert _marker_in(path, b"OLD-SECRET")  # the control: there before it opens again
+    journal = Journal(str(path), days=30, max_bytes=1 << 30)
+    try:
+        assert journal.history("a.md") == []
+        assert [e.content for e in journal.history("b.md")] == [b"YOUNG"]
+        assert not _marker_in(path, b"OLD-SECRET")
+    finally:
+        journal.close()
+    # undo_days lowered to 0 since: nothing of what was kept stays past the next start.
+    Journal(str(path), days=0, max_bytes=1 << 30).close()
+    assert not _marker_in(path, b"YOUNG")
+
+
+def test_a_log_held_by_a_reader_is_emptied_once_it_lets_go(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    journal = Journal(str(path), days=30, max_bytes=1 << 30)
+    try:
+        seq = journal.keep(note_id="a.md", kind="delete", tool="t", principal="p",
+                           content=b"DROPPED-SECRET")  # fmt: skip
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM kept").fetchone()  # holds the log as it is
+        journal.drop(seq)
+        assert _marker_in(path, b"DROPPED-SECRET")  # the control: the log could not be emptied
+        reader.execute("COMMIT")
+        reader.close()
+        journal.prune()  # what the hourly timer does
+        assert not _marker_in(path, b"DROPPED-SECRET")
+    finally:
+        journal.close()
+
+
+def test_a_journal_file_not_this_users_own_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    Journal(str(path), days=30, max_bytes=1 << 30).close()
+    os.link(path, tmp_path / "other-name")
+    with pytest.raises(PermissionError, match="hard link"):
+        Journal(str(path), days=30, max_bytes=1 << 30)
+    os.unlink(tmp_path / "other-name")
+    Journal(str(path), days=30, max_bytes=1 << 30).close()  # the control: opened
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    os.chmod(path, 0o644)
+    with pytest.raises(PermissionError, match=r"others may read it \(mode 644\)"):
+        Journal(str(path), days=30, max_bytes=1 << 30)
+    os.chmod(path, 0o600)
+    if os.geteuid() == 0:
+        os.chown(path, 65534, 65534)
+        with pytest.raises(PermissionError, match="owned by another user"):
+            Journal(str(path), days=30, max_bytes=1 << 30)
+    else:  # a file this user cannot own: root's, opened the only way it can be
+        with pytest.raises(PermissionError, match="owned by another user"):
+            Journal("/etc/passwd", days=0, max_bytes=0, read_only=True)
 
 
 def test_rows_past_the_age_bound_go(tmp_path: Path) -> None:
@@ -310,3 +420,50 @@ def test_ids_that_are_not_utf8_come_back_as_they_went_in(tmp_path: Path) -> None
         assert entry.id == odd and os.fsencode(entry.id) == b"caf\xe9.md"
     finally:
         journal.close()
+
+
+def _in_another_process(path: Path, code: str) -> None:
+    script = (
+        "import sys; from fs_notes.journal.store import Journal\n"
+        f"j = Journal({str(path)!r}, days=30, max_bytes=1 << 30)\n{code}\nj.close()\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60,
+                   cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+
+
+def test_another_process_closing_it_leaves_this_ones_log_and_shows_its_writes(
+    tmp_path: Path,
+) -> None:
+    """Each open journal keeps its SQLite locks (the descriptor it checked stays open: closing
+    it would drop them): another process closing the same journal must not take it for unused
+    and delete the write-ahead log under this one, which would then miss later writes."""
+    path = tmp_path / "j.sqlite3"
+    journal = Journal(str(path), days=30, max_bytes=1 << 30)
+    try:
+        journal.keep(note_id="a.md", kind="delete", tool="t", principal="p", content=b"A")
+        _in_another_process(path, "pass")  # opens and closes it
+        assert os.path.exists(str(path) + "-wal") and os.path.exists(str(path) + "-shm")
+        _in_another_process(
+            path, "j.keep(note_id='b.md', kind='delete', tool='t', principal='p', content=b'B')"
+        )
+        assert [e.content for e in journal.history("b.md")] == [b"B"]
+    finally:
+        journal.close()
+    # The control: once the last one closes, SQLite does remove its log (so the check above
+    # would see it gone had this process not held its locks).
+    _in_another_process(path, "pass")
+    assert not os.path.exists(str(path) + "-wal")
+
+
+def test_a_change_larger_than_the_whole_journal_is_refused_saying_so(tmp_path: Path) -> None:
+    s = _Served(tmp_path, limits="undo_mib = 1")
+    try:
+        big = "# Plan\n" + "x" * (2 << 20) + "\n"
+        (s.ws / "big.md").write_text(big)
+        refused = s.call("notes_update", id="big.md", content="# Plan\nsmall\n", force=True)
+        assert refused["isError"] is True
+        [text] = [c["text"] for c in refused["content"]]
+        assert "larger than this workspace's [limits] undo_mib (1 MiB)" in text
+        assert (s.ws / "big.md").read_text() == big
+    finally:
+        s.close()

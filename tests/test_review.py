@@ -64,3 +64,26 @@ def test_a_folder_never_changed_through_fs_notes_says_so_and_lists_others(tmp_pa
     assert "\x1b" not in out.stdout and "a.md" not in out.stdout
     assert "0 through fs-notes, 1 by other programs" in out.stdout
     assert os.listdir(state) == []  # read-only: no journal made
+
+
+def test_a_journal_it_cannot_read_is_a_clear_error_and_leaves_no_files(tmp_path: Path) -> None:
+    from fs_notes.journal.store import Journal, journal_name
+    from fs_notes.policy import Policy
+    from fs_notes.statefolder import index_digest
+
+    ws = files(tmp_path / "notes", {"a.md": "# A\n"})
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    [workspace] = Policy.for_single_workspace(str(ws), "changes", token_sha256=None).workspaces
+    path = state / journal_name(index_digest(workspace.name, workspace.path))
+    journal = Journal(str(path), days=30, max_bytes=1 << 20)
+    journal.keep(note_id="a.md", kind="update", tool="notes_update", principal="me", content=b"x")
+    journal.close()
+    out = _changes(str(ws), "--state-dir", str(state))
+    assert out.returncode == 0, out.stderr
+    assert "1 through fs-notes" in out.stdout
+    assert sorted(os.listdir(state)) == [path.name]  # no -wal or -shm left behind
+    path.write_bytes(b"not a database at all" * 100)
+    bad = _changes(str(ws), "--state-dir", str(state))
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "not a journal fs-notes can read" in bad.stderr and "Traceback" not in bad.stderr

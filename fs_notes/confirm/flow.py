@@ -215,7 +215,7 @@ def build_elicitation(
         f"Delete a note from the workspace {shown(workspace_uri, _DISPLAY_ID_CHARS)}. "
         f"{asked[0].upper()}{asked[1:]}. Choose the note to delete and confirm; "
         + (
-            f"its text is kept for {kept_days} days so that it can be restored."
+            f"its text is kept for up to {kept_days} days so that it can be restored."
             if kept_days > 0
             else "deletion is permanent."
         )

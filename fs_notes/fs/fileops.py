@@ -3,11 +3,16 @@
 Guarantees: ``create_in`` never replaces an existing entry (O_CREAT|O_EXCL|O_NOFOLLOW; an existing
 symlink raises SymlinkRefused) and removes its half-written file on failure; ``replace_in`` writes
 a new file named ``.fs-notes-tmp-<random>`` in the same folder, copies the old mode (and owner when
-allowed), fsyncs it, renameat()s it over the name and fsyncs the folder, removing the temp file on
-failure; nothing here follows a symlink or takes a path with more than one component.
-Does not: check what the name currently is (type, links, identity): the caller does that first
-(and may again through ``still``, right before the rename), and the window between that check and
-the rename is documented in ``root.py``.
+allowed), fsyncs it, puts it at the name and fsyncs the folder, removing the temp file on
+failure; nothing here follows a symlink or takes a path with more than one component. Given a
+check (``still``), the replace leaves no window: right after the check, the temp file and the
+note are swapped in one renameat2(RENAME_EXCHANGE); the file that was at the name (now at the
+temp name) is compared with the one checked and only then removed, and if it is another (a
+program wrote it in the meantime) the two are swapped back, so their file is at its name again
+and nothing of it is lost (should it save once more in that moment, its newest save is put
+beside the note as "NAME (conflict XXXXXX).md", never hidden). Where the file system cannot
+exchange (EINVAL) the check runs right before a plain rename, a window one lstat wide.
+Does not: check what the name currently is (type, links, identity): the caller does that first.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ import secrets
 import stat
 from collections.abc import Callable
 
-from .errors import FsError, SymlinkRefused
+from .errors import FsError, IdentityChanged, SymlinkRefused
 from .identity import Identity
+from .renameat2 import RENAME_EXCHANGE, RENAME_NOREPLACE, renameat2
 from .resolvers import is_symlink_at, raise_from_os
-from .statx import NoteStat
+from .statx import NoteStat, lstat_at
 
 __all__ = ["TMP_PREFIX", "create_in", "read_upto", "replace_in", "sync_dir", "write_all"]
 
@@ -102,11 +108,17 @@ def open_temp(parent: int, mode: int = 0o600) -> tuple[int, str]:
 
 
 def replace_in(
-    parent: int, name: str, data: bytes, old: NoteStat, still: Callable[[], None] | None = None
+    parent: int,
+    name: str,
+    data: bytes,
+    old: NoteStat,
+    still: Callable[[str], NoteStat] | None = None,
 ) -> Identity:
-    """Write ``data`` to a temp file beside ``name`` and rename it over ``name``; ``still()``,
-    if given, runs after the temp file is synced and right before the rename, and raising
-    there (the name is no longer what the caller checked) leaves the note untouched."""
+    """Write ``data`` to a temp file beside ``name`` and put it at ``name``; ``still(name)``, if
+    given, checks (raising FsError) that the entry is still the note the caller checked and
+    returns its stat, right before the exchange (``_exchange``); raising there, or a file other
+    than that one swapped out, leaves the note, or whatever another program put at its name,
+    as it was."""
     mode = stat.S_IMODE(old.st_mode) & 0o777
     fd, tmp = open_temp(parent, mode)  # the note's mode from the start (less the umask)
     renamed = False
@@ -123,9 +135,10 @@ def replace_in(
             with contextlib.suppress(PermissionError):
                 os.fchown(fd, old.st_uid, old.st_gid)
         os.fsync(fd)
-        if still is not None:
-            still()
-        os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        if still is None:
+            os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        else:
+            _exchange(parent, tmp, name, fd, still)
         renamed = True
         st = os.fstat(fd)
     except OSError as exc:
@@ -136,3 +149,42 @@ def replace_in(
         os.close(fd)
     sync_dir(parent)
     return Identity.of(st)
+
+
+def _keep_theirs(parent: int, tmp: str, name: str, fd: int) -> None:
+    """After a swap back: if what is now at `tmp` is not our temp file (open as `fd`), another
+    program saved over the note again meanwhile (its newest save is at `tmp`, its older one at
+    the name): put it beside the note under a name of its own, never left hidden or removed."""
+    try:
+        if os.path.samestat(os.fstat(fd), os.stat(tmp, dir_fd=parent, follow_symlinks=False)):
+            return  # ours: removed as every unused temp file is
+    except OSError:
+        return
+    stem = name[:-3] if name.endswith(".md") else name
+    for _ in range(8):
+        with contextlib.suppress(FileExistsError):
+            renameat2(parent, tmp, parent, f"{stem} (conflict {secrets.token_hex(3)}).md",
+                      RENAME_NOREPLACE)  # fmt: skip
+            return
+
+
+def _exchange(parent: int, tmp: str, name: str, fd: int, still: Callable[[str], NoteStat]) -> None:
+    """The temp file at ``name`` and the note there at ``tmp``, in one step, after ``still``
+    checked the note; the file swapped out is then compared with what was checked (device,
+    inode, size, mtime: the swap itself changes its ctime) and removed, or the two are swapped
+    back and IdentityChanged raised."""
+    checked = still(name)
+    try:
+        renameat2(parent, tmp, parent, name, RENAME_EXCHANGE)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOSYS):
+            raise
+        # No exchange on this file system: the check above was right before a plain rename.
+        os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        return
+    out = lstat_at(parent, tmp)
+    if out.key[:4] != checked.key[:4] or not stat.S_ISREG(out.st_mode) or out.st_nlink != 1:
+        renameat2(parent, tmp, parent, name, RENAME_EXCHANGE)  # theirs back at its name
+        _keep_theirs(parent, tmp, name, fd)
+        raise IdentityChanged()
+    os.unlink(tmp, dir_fd=parent)  # the note this replaced, checked

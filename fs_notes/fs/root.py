@@ -38,7 +38,8 @@ What this layer does NOT protect against (decided, not overlooked):
 - Races on content. Between the identity check and renameat/unlinkat another process can change
   the name (an update then replaces their version; a delete removes a file put at that name in
   the same folder); the outcome stays inside that folder. An update with an expected identity
-  checks it again after its temp file is written and synced, so that window is one lstat wide.
+  has no such window: it swaps its temp file in with RENAME_EXCHANGE and checks the file it
+  replaced before removing it, swapping back if that is not the note (fileops.py).
   Reads retry, then raise IdentityChanged, if the file changes while being read.
 - Device nodes inside the workspace: a read opens the node (O_NONBLOCK|O_NOCTTY) before fstat
   refuses it, so its driver's open() runs; stat_note only uses O_PATH. Mount workspaces nodev.
@@ -314,8 +315,8 @@ class WorkspaceRoot:
             still = None
             if expected is not None:
 
-                def still() -> None:
-                    self._require_target(parent, comps[-1], expected)
+                def still(entry: str) -> NoteStat:
+                    return self._require_target(parent, entry, expected)
 
             return replace_in(parent, comps[-1], payload, st, still)
         finally:

@@ -12,7 +12,8 @@ Guarantees:
   change happens: in the confined worker under `serve`). So the bytes kept are the bytes the
   change replaced, or nothing is changed (IdentityChanged).
 - A change whose previous bytes cannot be kept is not made: a note above the workspace's read
-  limit, or a journal that cannot be written (a full disk), refuses the change with `NotKept`.
+  limit, a journal that cannot be written (a full disk), or one whose size bound is filled by
+  the versions of the last day (journal/store.py), refuses the change with `NotKept`.
 - A change that did not go through leaves no row; one that did records what it left.
 - Who changed it: the tool and principal of the request (`authored`, set once per tools/call by
   app.py); a change outside a request is kept as by "fs-notes".
@@ -37,7 +38,7 @@ from ..fs.changes import NoteChanges, Op
 from ..fs.errors import IdentityChanged, ResourceError, TooLarge
 from ..fs.identity import Identity
 from ..fs.version import note_version
-from .store import Journal, Kind
+from .store import Journal, JournalFull, Kind
 
 __all__ = ["Author", "KeptChanges", "NotKept", "authored"]
 
@@ -135,6 +136,18 @@ class KeptChanges:
                 note_id=note_id, kind=kind, tool=who.tool, principal=who.principal,
                 version=version, content=content, new_id=new_id, size=size,
             )  # fmt: skip
+        except JournalFull as full:
+            if full.alone:
+                raise NotKept(
+                    f"its text is larger than this workspace's [limits] undo_mib "
+                    f"({full.max_bytes >> 20} MiB), so fs-notes cannot keep a copy to undo the "
+                    "change; raise undo_mib"
+                ) from None
+            raise NotKept(
+                f"the journal of changes is full: the versions kept in the last day fill this "
+                f"workspace's [limits] undo_mib ({full.max_bytes >> 20} MiB), and fs-notes "
+                "prunes none of those for space; raise undo_mib, or restore or wait a day"
+            ) from None
         except sqlite3.Error as exc:
             raise NotKept(
                 f"the journal of changes could not be written ({type(exc).__name__})"
