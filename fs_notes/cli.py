@@ -336,7 +336,26 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", parents=common, help="a scripted session on a bundled sample folder")
     _forget_parser(sub, common, state)
     _changes_parser(sub, common, state)
+    _approve_parser(sub, common, state)
     return parser
+
+
+def _approve_parser(sub: Any, common: list[argparse.ArgumentParser], state: str) -> None:
+    approve = sub.add_parser(
+        "approve",
+        parents=common,
+        help="approve, at a terminal, a deletion an AI client asked for",
+        description="Approve a deletion waiting for you: CODE is the code the client showed "
+        "(notes_delete's answer). The command shows what would be deleted and asks on this "
+        "terminal which note; the client deletes it when it asks again. Without CODE, lists "
+        "the deletions waiting. It must be typed at a terminal: run by a program with no "
+        "terminal, it approves nothing. Exit status: 0 approved (or listed), 1 refused, 2 "
+        "for a usage error.",
+    )
+    approve.add_argument("code", nargs="?", metavar="CODE", help="the code the client showed")
+    approve.add_argument(
+        "--state-dir", metavar="DIR", help=f"the state folder, as for serve (default: {state})"
+    )
 
 
 def _changes_parser(sub: Any, common: list[argparse.ArgumentParser], state: str) -> None:
@@ -441,6 +460,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .review import review
 
             return review(args)
+        if args.command == "approve":
+            from .approve import approve
+
+            return approve(args)
         if args.command == "demo":
             from .demo import demo
 

@@ -45,6 +45,8 @@ from .rounds.seal import KEPT_NAME, KeyFileError, KeyRing, StateSealer
 from .statefolder import index_digest
 
 if TYPE_CHECKING:  # the tools import pydantic: serve loads them after the first answer
+    from .approval.outofband import OutOfBand
+    from .approval.page import ApprovalPage
     from .confirm.location import RedisLocation
     from .fs.changes import ChangeableRoot, NoteChanges
     from .protocol.dispatch import Dispatcher
@@ -350,9 +352,84 @@ def open_journals(policy: Policy, folder: str | None) -> dict[str, Journal]:
     return journals
 
 
+def _needs_approval(policy: Policy) -> bool:
+    """Whether a deletion here may be approved out of band: a workspace that deletes (a grant
+    of `delete`) and does not take the form alone."""
+    return any(
+        (ws.approval != "form" or ws.out_of_band_after_hidden)
+        and "delete" in policy.operations_in(ws.name)
+        for ws in policy.workspaces
+    )
+
+
+def _approval_page(policy: Policy) -> ApprovalPage | None:
+    """The loopback approval page (approval/page.py), bound now; None if no workspace needs
+    it or the socket cannot be had (then only `fs-notes approve` approves out of band, and the
+    start-up log says so)."""
+    if not _needs_approval(policy):
+        return None
+    from .approval.page import ApprovalPage, bind_loopback
+
+    try:
+        return ApprovalPage(bind_loopback())
+    except OSError as exc:
+        log.warning("the approval page cannot listen on 127.0.0.1 (%s): approvals outside the "
+                    "client are only by fs-notes approve", exc.strerror)  # fmt: skip
+        return None
+
+
+def open_out_of_band(
+    policy: Policy,
+    folder: str | None,
+    page: ApprovalPage | None,
+    roots: Mapping[str, ToolRoot],
+) -> OutOfBand | None:
+    """The approvals a person gives outside the client (fs_notes/approval/): the store in the
+    state folder (`folder` None: in memory, so only the page reaches it), the page started on
+    it. None when no workspace needs it. ConfigError if the store cannot be opened."""
+    if not _needs_approval(policy):
+        return None
+    from .approval.outofband import OutOfBand
+    from .approval.store import Approvals, approvals_name
+    from .statefolder import state_home
+
+    path = ":memory:" if folder is None else os.path.join(folder, approvals_name())
+    try:
+        approvals = Approvals(path)
+    except (OSError, sqlite3.Error) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ConfigError(f"the approvals in the state folder: {why}") from None
+
+    readers = {
+        (g.principal.name, g.workspace.name)
+        for p in policy.principals
+        for g in policy.grants_for(p)
+        if "read" in g.operations
+    }
+
+    def first_lines(workspace: str, note_id: str, principal: str) -> str | None:
+        if (principal, workspace) not in readers:  # a delete-only grant sees titles and ids
+            return None
+        try:
+            data, _ = roots[workspace].read_note(note_id, max_bytes=4096)
+        except (FsError, OSError):  # shown as "its text cannot be shown"
+            return None
+        return "\n".join(data.decode("utf-8", "replace").splitlines()[:8])
+
+    if page is not None:
+        page.start(approvals, first_lines)
+    out_of_band = OutOfBand.of(approvals, page, folder, state_home())
+    where = [f"the page on {page.origin}"] if page is not None else []
+    where += [out_of_band.command] if out_of_band.command is not None else []
+    log.info("approvals outside the client (workspaces with approval either or out-of-band): "
+             "%s", " and ".join(where) or "none can be given")  # fmt: skip
+    return out_of_band
+
+
 def _dispatcher(
     policy: Policy, roots: WorkspaceRoots, confirm: ConfirmParts, changes: KeptChanges,
     ids: IdRules | None,
+    out_of_band: OutOfBand | None = None,
 ) -> tuple[Dispatcher, NotesEnv]:
     """The tools (tools/catalogue.py) around the door for changes, and the dispatcher."""
     from .app import build_dispatcher, build_methods
@@ -363,8 +440,10 @@ def _dispatcher(
     from .tools.granted import sole_workspace
     from .tools.live import LiveNotes
 
-    env = NotesEnv(policy, roots, ids, confirm.index_dir)
-    tools = server_tools(env, changes, confirm.sealer, confirm.replay, confirm.audit)
+    env = NotesEnv(policy, roots, ids, confirm.index_dir, changes.journals)
+    tools = server_tools(
+        env, changes, confirm.sealer, confirm.replay, confirm.audit, out_of_band
+    )
     list_resources, read_resource = resources.build(env)
     methods = build_methods(
         tools,
@@ -533,6 +612,9 @@ def compose(
 
             closers.append(claim_and_prune(confirm.index_dir, policy, unused_days).release)
         confined = None
+        page = _approval_page(policy)  # its socket bound before confinement, which forbids it
+        if page is not None:
+            closers.append(page.close)
         asked = confine() if confine is not None else None
         if asked is not None:
             store = state.replay_store if isinstance(state, StatePaths) else None
@@ -546,6 +628,9 @@ def compose(
         changes = KeptChanges(
             inner, tool_roots, journals, {ws.name: ws.read_limit for ws in policy.workspaces}
         )
+        out_of_band = open_out_of_band(policy, confirm.index_dir, page, tool_roots)
+        if out_of_band is not None:
+            closers.append(out_of_band.approvals.close)
         envs: list[NotesEnv] = []
 
         def close_envs() -> None:  # (each scrubs its search indexes: search/index.py)
@@ -557,7 +642,7 @@ def compose(
         ids = None if seen is None else seen.ids
 
         def build() -> Dispatcher:
-            full, env = _dispatcher(tools_policy, tool_roots, confirm, changes, ids)
+            full, env = _dispatcher(tools_policy, tool_roots, confirm, changes, ids, out_of_band)
             envs.append(env)
             return full
 

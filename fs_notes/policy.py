@@ -74,6 +74,9 @@ __all__ = [
 
 Operation = Literal["read", "write", "delete"]
 SandboxLevel = Literal["landlock", "chroot", "none"]
+#: What approves a deletion in a workspace (fs_notes/approval/): the client's form, the person
+#: outside the client (the loopback page or `fs-notes approve`), or either of them.
+Approval = Literal["form", "out-of-band", "either"]
 OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 
 NOT_PERMITTED = "workspace not found or not permitted"
@@ -127,6 +130,10 @@ class Workspace:
     #: (name, uid, gid) whom this workspace's workers run as when serve runs as root (None: the
     #: folder's owner); resolved from the user database when the policy is loaded.
     worker_user: tuple[str, int, int] | None = None
+    approval: Approval = "either"
+    #: After a principal read a note here whose body hides text (notes/hidden.py), its next
+    #: deletion here needs the person's approval outside the client, whatever `approval` says.
+    out_of_band_after_hidden: bool = False
 
     def accepts(self, mode: SandboxLevel) -> bool:
         """Whether deleting here may run under ``mode`` (landlock > chroot > none)."""

@@ -24,6 +24,7 @@ from .policy import (
     DEFAULT_READ_LIMIT,
     OPERATIONS,
     SECTIONS,
+    Approval,
     Policy,
     PolicyError,
     Principal,
@@ -66,6 +67,8 @@ class _WorkspaceTable(_Table):
     sandbox: SandboxLevel = "landlock"
     read_limit: int = DEFAULT_READ_LIMIT
     worker_user: str | None = None
+    approval: Approval = "either"
+    out_of_band_after_hidden: bool = False
 
     _name = field_validator("name")(check_name)
     _read_limit = field_validator("read_limit")(check_read_limit)
@@ -286,7 +289,8 @@ def _from_tables(doc: _PolicyFile, source: str | None, lines: _KeyLines | None) 
                 at = f" (line {lines.line_of(('workspace', j, 'path'))})" if lines else ""
                 raise _Problem(("workspace", i, "path"), f'{how} workspace "{other.name}"{at}')
         user = resolve_user(w.worker_user) if w.worker_user is not None else None
-        workspaces.append(Workspace(w.name, root, w.symlinks, w.sandbox, w.read_limit, user))
+        fields = (w.sandbox, w.read_limit, user, w.approval, w.out_of_band_after_hidden)
+        workspaces.append(Workspace(w.name, root, w.symlinks, *fields))
     principals = [Principal(p.name) for p in doc.principal]
     by_principal = {p.name: p for p in principals}
     by_workspace = {w.name: w for w in workspaces}

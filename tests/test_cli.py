@@ -271,7 +271,7 @@ def test_a_relative_home_is_refused_where_it_would_be_used(tmp_path: Path) -> No
          "fs-notes: unknown option --log-levl; did you mean --log-level?"),
         (("--log-level", "debug", "chekc"),
          "fs-notes: error: unknown command 'chekc': did you mean 'check'? "
-         "(commands: serve, init, check, exercises, demo, forget, changes)"),
+         "(commands: serve, init, check, exercises, demo, forget, changes, approve)"),
         (("serve", "--zzzzzz", "{tmp}"),
          "fs-notes serve: unknown option --zzzzzz"),
     ],

@@ -230,13 +230,30 @@ def test_a_changed_title_cannot_reuse_the_confirmation(server: StdioServer, ws: 
     assert (ws / "tps-2025.md").exists()
 
 
-@pytest.mark.parametrize("caps", [{}, {"elicitation": {"url": {}}}, {"sampling": {}}])
-def test_without_form_elicitation_the_call_is_refused_with_32021(
+@pytest.mark.parametrize("caps", [{}, {"sampling": {}}])
+def test_without_elicitation_the_person_is_asked_outside_the_client(
     server: StdioServer, ws: Path, caps: Any
 ) -> None:
-    answer = _first(server, ws, caps=caps)
-    assert answer["error"]["code"] == -32021
-    assert answer["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+    """The default `approval = "either"`: a client without forms gets the out-of-band path
+    (issue 30 item 1; tests/test_approval.py), in words, and nothing is deleted by asking."""
+    answer = _first(server, ws, caps=caps)["result"]
+    assert answer["structuredContent"]["outcome"] == "approval-needed"
+    approval = answer["structuredContent"]["approval"]
+    assert approval["url"].startswith("http://127.0.0.1:") and approval["command"].startswith(
+        "fs-notes approve"
+    )
+    assert "an AI cannot give it" in answer["content"][0]["text"]
+    assert (ws / "old" / "tps.md").exists() and (ws / "tps-2025.md").exists()
+
+
+def test_a_client_with_url_elicitation_only_is_sent_to_the_approval_page(
+    server: StdioServer, ws: Path
+) -> None:
+    answer = _first(server, ws, caps={"elicitation": {"url": {}}})["result"]
+    assert answer["resultType"] == "input_required"
+    params = answer["inputRequests"]["delete_approval"]["params"]
+    assert params["mode"] == "url" and params["url"].startswith("http://127.0.0.1:")
+    assert (ws / "old" / "tps.md").exists() and (ws / "tps-2025.md").exists()
 
 
 @pytest.mark.parametrize("caps", [{"elicitation": {}}, {"elicitation": {"form": {}}}])

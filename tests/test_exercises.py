@@ -243,3 +243,11 @@ def test_serve_has_no_knockout_switch_and_never_loads_the_exercises() -> None:
         cwd=REPO,
     ).stdout
     assert "knock" not in help_text.lower()
+
+
+def test_the_trust_class_runs_with_the_matrix_and_every_case_holds(
+    run: tuple[int, dict[str, Any]],
+) -> None:
+    _, data = run
+    assert [c["result"] for c in data["trust"]["cases"]] == ["held"] * 5, data["trust"]
+    assert data["trust"]["passed"] is True and data["passed"] is True

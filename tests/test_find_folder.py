@@ -31,7 +31,7 @@ def _accept(note: str) -> dict[str, Any]:
     return {"delete_choice": {"action": "accept", "content": {"note_id": note, "confirm": True}}}
 
 
-def _policy(tmp_path: Path) -> tuple[Policy, dict[str, Path]]:
+def _policy(tmp_path: Path, approval: str = "either") -> tuple[Policy, dict[str, Path]]:
     """alice: team (read, write, delete) and private (read); bob: team (read) only."""
     folders = {name: tmp_path / name for name in ("team", "private", "bobs")}
     for name, folder in folders.items():
@@ -43,7 +43,7 @@ def _policy(tmp_path: Path) -> tuple[Policy, dict[str, Path]]:
             for p in ("alice", "bob")
         )
         + "".join(
-            f'[[workspace]]\nname = "{name}"\npath = "{folder}"\n\n'
+            f'[[workspace]]\nname = "{name}"\npath = "{folder}"\napproval = "{approval}"\n\n'
             for name, folder in folders.items()
         )
         + (
@@ -328,7 +328,9 @@ def test_a_title_that_matches_nothing_points_to_the_id(tmp_path: Path) -> None:
 
 
 def test_a_client_without_forms_is_told_in_words_what_to_use(tmp_path: Path) -> None:
-    policy, folders = _policy(tmp_path)
+    """Where only the form approves (`approval = "form"`); under the default, such a client is
+    sent to the person outside it (tests/test_approval.py)."""
+    policy, folders = _policy(tmp_path, approval="form")
     srv = _server(tmp_path, policy)
     try:
         answer = srv.call(

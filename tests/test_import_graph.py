@@ -71,7 +71,7 @@ def _package() -> dict[str, Path]:
 
 
 PURE_STDLIB = frozenset({
-    "__future__", "collections", "collections.abc", "dataclasses", "difflib", "enum",
+    "__future__", "bisect", "collections", "collections.abc", "dataclasses", "difflib", "enum",
     "functools", "itertools", "json", "math", "re", "typing", "unicodedata", "urllib.parse",
 })  # fmt: skip
 """The standard-library modules the note model may import: text and data only, no I/O."""

@@ -274,22 +274,22 @@ def test_a_model_given_only_tools_list_and_the_instructions_lists_reads_and_dele
     assert not (ws / "projects" / "tps.md").exists() and (ws / "groceries.md").exists()
 
 
-def test_without_an_elicitation_callback_notes_delete_is_32021_saying_what_to_use(
+def test_without_an_elicitation_callback_notes_delete_asks_the_person_outside_it(
     ws: Path, tmp_path: Path
 ) -> None:
     """docs/clients.md's measured row: the official Python client (mcp 2.3.0) without an
-    elicitation callback declares no form elicitation, and is told so in words, in both eras."""
-    from mcp import MCPError
+    elicitation callback declares no elicitation; under the default `approval = "either"` it
+    is told, in words and in both eras, where the person approves (issue 30 item 1)."""
 
     async def main() -> None:
         for mode in ("legacy", "2026-07-28"):
             async with _stdio_client(ws, tmp_path, mode) as c:
-                with pytest.raises(MCPError) as caught:
-                    await c.call_tool("notes_delete", {"id": "projects/tps.md"})
-                assert caught.value.code == -32021
-                assert caught.value.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
-                assert "This client cannot show a confirmation form" in str(caught.value)
-                assert "docs/clients.md" in str(caught.value)
+                result = await c.call_tool("notes_delete", {"id": "projects/tps.md"})
+                assert result.is_error is not True
+                assert result.structured_content is not None
+                assert result.structured_content["outcome"] == "approval-needed"
+                text = result.content[0].text  # type: ignore[union-attr]
+                assert "an AI cannot give it" in text and "fs-notes approve" in text
 
     anyio.run(main)
     assert os.path.exists(ws / "projects" / "tps.md")

@@ -138,17 +138,32 @@ def test_a_declined_or_cancelled_form_deletes_nothing(
     assert world.untouched()
 
 
-@pytest.mark.parametrize(
-    "caps", [{}, {"elicitation": {"url": {}}}, {"sampling": {}}, {"roots": {"listChanged": True}}]
-)
-def test_without_form_elicitation_at_initialize_the_answer_is_32021_and_nothing_is_sent(
+@pytest.mark.parametrize("caps", [{}, {"sampling": {}}, {"roots": {"listChanged": True}}])
+def test_without_elicitation_at_initialize_the_person_is_asked_and_nothing_is_sent(
     world: World, caps: dict[str, Any]
 ) -> None:
+    """The default `approval = "either"`: no form, so the person approves outside the client
+    (issue 30 item 1); the answer says so in words, and no request goes to the client."""
     client = Client(world.session(caps), _accept("tps.md"))
     response = _call(world, client)
-    assert response["error"]["code"] == -32021
-    assert response["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+    assert response["result"]["structuredContent"]["outcome"] == "approval-needed"
     assert client.sent == []
+    assert world.untouched()
+
+
+def test_a_url_only_client_is_sent_a_url_elicitation_named_as_its_revision_wants(
+    world: World,
+) -> None:
+    client = Client(
+        world.session({"elicitation": {"url": {}}}),
+        lambda m: ClientResponse(m["id"], {"action": "decline"}, None),
+    )
+    response = _call(world, client)
+    [asked] = client.requests
+    params = asked["params"]
+    assert asked["method"] == "elicitation/create" and params["mode"] == "url"
+    assert params["url"].startswith("http://127.0.0.1:") and len(params["elicitationId"]) >= 16
+    assert response["result"]["structuredContent"]["outcome"] == "declined"
     assert world.untouched()
 
 
@@ -158,7 +173,8 @@ def test_a_capability_claimed_in_request_meta_instead_of_the_handshake_is_ignore
     client = Client(world.session({}), _accept("tps.md"))
     meta = {"io.modelcontextprotocol/clientCapabilities": FORM_CAPS}
     response = _call(world, client, _meta=meta)
-    assert response["error"]["code"] == -32021
+    # Taken at its word, a form would have gone to the client; the handshake's (none) rule.
+    assert response["result"]["structuredContent"]["outcome"] == "approval-needed"
     assert client.sent == [] and world.untouched()
 
 

@@ -147,14 +147,23 @@ FORM = {"mode": "form", "message": "m", "requestedSchema": {"type": "object", "p
             -32021,
             {"requiredCapabilities": {"elicitation": {"form": {}}}},
         ),
-        ("elicitation/create", {**FORM, "mode": "url"}, {"elicitation": {"url": {}}}, -32603, None),
+        # URL mode (the approval page, issue 30 item 1): forwarded to a client that has it.
+        ("elicitation/create", {**FORM, "mode": "url"}, {"elicitation": {"url": {}}}, None, None),
+        (
+            "elicitation/create",
+            {**FORM, "mode": "url"},
+            {"elicitation": {"form": {}}},
+            -32021,
+            {"requiredCapabilities": {"elicitation": {"url": {}}}},
+        ),
+        ("elicitation/create", {**FORM, "mode": "sms"}, {"elicitation": {"url": {}}}, -32603, None),
         ("sampling/createMessage", {}, {"sampling": {}}, None, None),
         ("sampling/createMessage", {}, {}, -32021, {"requiredCapabilities": {"sampling": {}}}),
         ("roots/list", {}, {"roots": {"listChanged": True}}, -32603, None),  # never forwarded
         ("tools/call", {}, {}, -32603, None),
     ],
 )
-def test_only_declared_form_elicitation_and_sampling_are_forwarded(
+def test_only_declared_elicitation_modes_and_sampling_are_forwarded(
     method: str, params: Any, caps: dict[str, Any], code: int | None, data: Any
 ) -> None:
     refused = refusal(method, params, caps)

@@ -182,13 +182,13 @@ def test_older_clients_get_their_version_or_our_latest(
     assert LegacyStdio(stdio, {}, asked).welcome["result"]["protocolVersion"] == spoken
 
 
-def test_a_legacy_client_without_elicitation_gets_32021_and_nothing_is_deleted(
+def test_a_legacy_client_without_elicitation_is_told_where_the_person_approves(
     stdio: StdioServer, ws: Path
 ) -> None:
     client = LegacyStdio(stdio, {"roots": {"listChanged": True}})
-    refused = client.ask(_tool(2, "notes_delete", workspaceUri=_uri(ws), title="TPS report"))
-    assert refused["error"]["code"] == -32021
-    assert refused["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+    asked = client.ask(_tool(2, "notes_delete", workspaceUri=_uri(ws), title="TPS report"))
+    assert asked["result"]["structuredContent"]["outcome"] == "approval-needed"
+    assert "fs-notes approve" in asked["result"]["content"][0]["text"]
     stdio.expect_silence()  # no server request went out
     assert (ws / "tps.md").exists()
 
@@ -329,12 +329,12 @@ def test_a_legacy_http_client_deletes_through_an_sse_elicitation(
     assert not (ws / "tps.md").exists() and _outside_untouched(ws)
 
 
-def test_legacy_http_errors_keep_status_200_and_refusals_need_no_stream(
+def test_legacy_http_errors_keep_status_200_and_answers_without_input_need_no_stream(
     http: HttpServer, ws: Path
 ) -> None:
     client = LegacyHttp(http, {})
-    refused = client.ask(_tool(2, "notes_delete", workspaceUri=_uri(ws), title="TPS report"))
-    assert refused["error"]["code"] == -32021
+    asked = client.ask(_tool(2, "notes_delete", workspaceUri=_uri(ws), title="TPS report"))
+    assert asked["result"]["structuredContent"]["outcome"] == "approval-needed"
     unknown = client.ask(_req(3, "prompts/list"))
     assert unknown["error"]["code"] == -32601
     assert (ws / "tps.md").exists()

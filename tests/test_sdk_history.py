@@ -66,6 +66,13 @@ def test_official_client_undoes_an_update_and_a_deletion(tmp_path: Path) -> None
                 restored = _structured(await client.call_tool("notes_restore", {
                     "workspaceUri": uri, "id": note_id, "version": kept["version"]}))  # fmt: skip
                 assert restored["restored"] == kept["version"]
+            # Note text is marked as such, through the real server: after the restore, the
+            # note is the file notes_restore left.
+            again = await client.call_tool("notes_read", {"workspaceUri": uri, "id": "plan.md"})
+            assert again.meta is not None
+            [origin] = again.meta["io.github.fs-notes/origin"]["notes"]
+            assert (origin["id"], origin["modifiedBy"], origin["tool"]) == (
+                "plan.md", "fs-notes", "notes_restore")  # fmt: skip
             assert read["version"] in {
                 v["version"] for v in _structured(await client.call_tool(
                     "notes_history", {"workspaceUri": uri, "id": "plan.md"}))["versions"]

@@ -6,7 +6,8 @@ The arguments are declared in fs_notes/cli.py (so `fs-notes serve` never imports
 
 Exit status: 0 when nothing escaped with every layer on, the matrix equals the documented one
 (`expected.py`, docs/design.md), every start-up case was refused and every control of one
-started and, with --race, the race saw no escape; 1 otherwise.
+started, every case of the trust class held (`trust.py`) and, with --race, the race saw no
+escape; 1 otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .race import FULL_ATTEMPTS, SHORT_ATTEMPTS, RaceOptions, run_race
 from .report import difference_lines, judge, passed, race_text, startup_text, to_json, to_text
 from .runner import COLUMNS, Matrix, Options, run_matrix
 from .startup import run_startup
+from .trust import run_trust
 
 
 def run(args: argparse.Namespace) -> tuple[Matrix, dict[str, Any] | None]:
@@ -56,12 +58,14 @@ def exercises(args: argparse.Namespace) -> int:
         print(f"fs-notes exercises: the server failed: {exc}")
         return 1
     startup = run_startup()
+    trust = run_trust()
     verdict = judge(matrix)
     if args.json:
-        print(json.dumps(to_json(matrix, verdict, race, startup), indent=2, ensure_ascii=False))
+        out = to_json(matrix, verdict, race, startup, trust)
+        print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
-        print(to_text(matrix, verdict, race, startup))
-    return 0 if passed(verdict, race, startup) else 1
+        print(to_text(matrix, verdict, race, startup, trust))
+    return 0 if passed(verdict, race, startup, trust) else 1
 
 
 def _cells(n: int) -> str:

@@ -9,7 +9,8 @@ reason), and cells this host could not run for a reason no condition states (a r
 CAP_SYS_ADMIN) as `not_run_here` (under CI=true they count as differences, so CI fails rather
 than skips). `passed` is true only with zero escapes in the
 "all" column, no difference, (when a race ran) zero race escapes and (when the start-up class
-ran: `startup.py`) every start-up case refused and every control started.
+ran: `startup.py`) every start-up case refused and every control started, and (when the trust
+class ran: `trust.py`) every trust case held.
 """
 
 from __future__ import annotations
@@ -82,11 +83,21 @@ def judge(matrix: Matrix) -> Verdict:
 
 
 def passed(
-    verdict: Verdict, race: dict[str, Any] | None, startup: dict[str, Any] | None = None
+    verdict: Verdict,
+    race: dict[str, Any] | None,
+    startup: dict[str, Any] | None = None,
+    trust: dict[str, Any] | None = None,
 ) -> bool:
     race_ok = race is None or race.get("escapes") == 0
     startup_ok = startup is None or startup.get("passed") is True
-    return verdict.escapes_with_all_layers == 0 and verdict.matches and race_ok and startup_ok
+    trust_ok = trust is None or trust.get("passed") is True
+    return (
+        verdict.escapes_with_all_layers == 0
+        and verdict.matches
+        and race_ok
+        and startup_ok
+        and trust_ok
+    )
 
 
 def to_json(
@@ -94,6 +105,7 @@ def to_json(
     verdict: Verdict,
     race: dict[str, Any] | None,
     startup: dict[str, Any] | None = None,
+    trust: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     attacks = []
     for attack in matrix.attacks:
@@ -120,12 +132,14 @@ def to_json(
         "configurations": matrix.configs,
         "seconds": round(matrix.seconds, 2),
         "notes": matrix.notes,
-        "passed": passed(verdict, race, startup),
+        "passed": passed(verdict, race, startup, trust),
     }
     if race is not None:
         out["race"] = race
     if startup is not None:
         out["startup"] = startup
+    if trust is not None:
+        out["trust"] = trust
     return out
 
 
@@ -138,6 +152,7 @@ def to_text(
     verdict: Verdict,
     race: dict[str, Any] | None,
     startup: dict[str, Any] | None = None,
+    trust: dict[str, Any] | None = None,
 ) -> str:
     lines = [
         f"fs-notes exercises: {len(matrix.attacks)} attacks x {len(COLUMNS)} configurations "
@@ -192,8 +207,13 @@ def to_text(
     if startup is not None:
         lines.append("")
         lines.append(startup_text(startup))
+    if trust is not None:
+        from .trust import trust_text
+
+        lines.append("")
+        lines.append(trust_text(trust))
     lines.append("")
-    lines.append("PASSED" if passed(verdict, race, startup) else "FAILED")
+    lines.append("PASSED" if passed(verdict, race, startup, trust) else "FAILED")
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ Guarantees: a server-initiated request is only ever built for `elicitation/creat
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from ..protocol.errors import (
@@ -31,6 +32,7 @@ from ..protocol.meta import (
     SERVER_INFO_KEY,
     VERSION_KEY,
     supports_form_elicitation,
+    supports_url_elicitation,
 )
 from .versions import has_titled_enums
 
@@ -127,6 +129,14 @@ def refusal(method: object, params: object, capabilities: dict[str, Any]) -> Pro
     """Why this input request cannot go to the client (None when it may)."""
     if method == "elicitation/create":
         mode = params.get("mode", "form") if isinstance(params, dict) else None
+        if mode == "url":  # the person sent to fs-notes' approval page (tools/delete.py)
+            if supports_url_elicitation(capabilities):
+                return None
+            return ProtocolError(
+                MISSING_CAPABILITY,
+                "Missing required client capability: elicitation (url mode)",
+                {"requiredCapabilities": {"elicitation": {"url": {}}}},
+            )
         if mode != "form":
             return ProtocolError(INTERNAL_ERROR, "Internal error", log_detail="not a form")
         if not supports_form_elicitation(capabilities):
@@ -165,6 +175,10 @@ def outbound_params(method: str, params: dict[str, Any], version: str) -> dict[s
     Before 2025-11-25 an elicitation has no `mode` and enums are `enum` + `enumNames`; the answer
     is the chosen value either way, so the modern handler checks it unchanged.
     """
+    if method == "elicitation/create" and params.get("mode") == "url":
+        # 2025-11-25 names each URL elicitation (notifications/elicitation/complete would);
+        # the answer is only accept, decline or cancel, so the id is never looked up.
+        return {**params, "elicitationId": secrets.token_urlsafe(12)}
     if method != "elicitation/create" or has_titled_enums(version):
         return params
     schema = params["requestedSchema"]

@@ -96,6 +96,12 @@ def supports_form_elicitation(caps: dict[str, Any]) -> bool:
     return isinstance(elicitation.get("form"), dict)
 
 
+def supports_url_elicitation(caps: dict[str, Any]) -> bool:
+    """`elicitation: {url: {...}}` (2025-11-25 on): the client can send the person to a URL."""
+    elicitation = caps.get("elicitation")
+    return isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict)
+
+
 #: What a client without form elicitation is told (notes_delete's -32021, here and in the legacy
 #: adapter): in words, that it cannot show the confirmation form, and what can (docs/clients.md).
 NO_FORM_HELP = (

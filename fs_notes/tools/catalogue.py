@@ -4,6 +4,7 @@ shows them. The one list; compose.py calls it."""
 
 from __future__ import annotations
 
+from ..approval.outofband import OutOfBand
 from ..confirm.audit import AuditLog
 from ..confirm.spent import SpentNonces
 from ..journal.door import KeptChanges
@@ -27,6 +28,7 @@ def server_tools(
     sealer: StateSealer,
     replay: SpentNonces,
     audit: AuditLog,
+    out_of_band: OutOfBand | None = None,
 ) -> list[ToolSpec]:
     """Every tool, each one class made from what it needs, whose `spec()` is its definition and
     handler (its `run`)."""
@@ -44,7 +46,7 @@ def server_tools(
         NotesEdit(env, changes),
         NotesHistory(env, changes.journals),
         NotesRestore(env, changes, changes.journals),
-        DeleteTool(env, sealer, replay, audit, changes),
+        DeleteTool(env, sealer, replay, audit, changes, out_of_band),
         SummarizeTool(env, sealer),
     ]
     return [tool.spec() for tool in tools]

@@ -43,6 +43,7 @@ from ..fs import (
 )
 from ..fs.errors import ResourceError
 from ..fs.watch import FolderWatch
+from ..journal.store import Journal
 from ..lexical import LexicalError, WorkspacePath, validate_folder, validate_note_id
 from ..policy import AccessDenied, Operation, Policy, Principal, Workspace
 from ..protocol.cancel import checkpoint
@@ -170,8 +171,15 @@ class NotesEnv:
         roots: WorkspaceRoots,
         ids: IdRules | None = None,
         index_dir: str | None = None,
+        journals: Mapping[str, Journal] | None = None,
     ) -> None:
         self.policy = policy
+        #: Each workspace's journal of changes (journal/store.py): who last changed a note.
+        self.journals: Mapping[str, Journal] = journals if journals is not None else {}
+        #: (principal, workspace) that read a note hiding text, where the workspace says that
+        #: their next deletion needs the person's approval outside the client.
+        self._read_hidden: set[tuple[str, str]] = set()
+        self._hidden_lock = threading.Lock()
         self.roots = roots
         self.ids = ids if ids is not None else IdRules()
         self.cache = NoteCache()
@@ -327,6 +335,21 @@ class NotesEnv:
             return self.ids.folder(raw)
         except LexicalError as exc:
             raise ToolFailure(f"invalid folder: {exc}") from None
+
+    def read_hidden(self, principal: str, ws: Opened) -> None:
+        """`principal` was given a note hiding text in `ws` (remembered where the workspace
+        says `out_of_band_after_hidden`, for as long as this server runs)."""
+        if ws.workspace.out_of_band_after_hidden:
+            with self._hidden_lock:
+                self._read_hidden.add((principal, ws.workspace.name))
+
+    def has_read_hidden(self, principal: str, workspace: str) -> bool:
+        with self._hidden_lock:
+            return (principal, workspace) in self._read_hidden
+
+    def forget_hidden(self, principal: str, workspace: str) -> None:
+        with self._hidden_lock:
+            self._read_hidden.discard((principal, workspace))
 
     def may_read(self, call: Call, workspace_uri: str | None) -> Opened | None:
         """The workspace opened for read, or None if this principal may not read there (what

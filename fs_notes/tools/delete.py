@@ -16,6 +16,16 @@ the state was sealed with: confirm/spent.py), then delete through the one door f
 layer checks the identity once more at the parent fd. The round is chosen from the parsed
 params, and each step is one of the flow's transitions (fs_notes/rounds/phases.py).
 
+Out of band (issue 30 item 1; fs_notes/approval/): the workspace's `approval` says what approves
+a deletion: `form` (the client's form, as above), `out-of-band` (only the person, on the loopback
+page or with `fs-notes approve`: a form accept alone changes nothing) or `either` (the form when
+the client has one, else out of band). Out of band, round 1 records the deletion in the
+approvals store under the sealed state's nonce and answers a URL-mode elicitation of the page
+(a client that has URL mode) or, for a client with neither, a result that says in words what
+the person must do and carries the state as `approval` for the retry. The retry deletes only
+what the store says the person approved for that very nonce, through the same checks and
+claim as a confirmed form.
+
 A claim that succeeded followed by a failed deletion leaves the nonce spent (a confirmation is
 single-use whatever happens); the unlink is atomic, so nothing is half-done, and the user starts
 over with a fresh call. Every destructive decision is written to the audit log.
@@ -25,15 +35,19 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..approval.outofband import WAIT_S, OutOfBand, described
 from ..confirm.audit import AuditLog
 from ..confirm.flow import (
+    ELICITATION_KEY,
     MAX_CANDIDATES,
     Candidate,
     Decision,
+    Outcome,
     ResponseInvalid,
     ResponseMissing,
     candidate_claims,
@@ -54,7 +68,11 @@ from ..lexical import LexicalError
 from ..policy import Principal
 from ..protocol.dispatch import Call
 from ..protocol.errors import INVALID_PARAMS, ProtocolError
-from ..protocol.meta import require_form_elicitation
+from ..protocol.meta import (
+    require_form_elicitation,
+    supports_form_elicitation,
+    supports_url_elicitation,
+)
 from ..protocol.models import CallToolParams, CallToolResult, InputRequiredResult, TextContent
 from ..render import shown, shown_id
 from ..rounds.phases import DELETE, Event, Phase, Progress
@@ -65,6 +83,11 @@ from .loading import load_note, stat_key
 from .registry import NOTE_ID, WORKSPACE_URI, MultiRound, ToolSpec
 
 log = logging.getLogger("fs_notes.delete")
+
+#: The input request of an out-of-band approval (a URL-mode elicitation of the loopback page).
+APPROVAL_KEY = "delete_approval"
+#: The argument that carries the state back from a client without elicitation.
+APPROVAL_ARG = "approval"
 
 _UNAVAILABLE = (
     "the confirmation store cannot be reached, so no deletion can be confirmed now; nothing "
@@ -145,8 +168,10 @@ class DeleteTool:
         replay: SpentNonces,
         audit: AuditLog,
         changes: NoteChanges,
+        out_of_band: OutOfBand | None = None,
     ) -> None:
         self.env, self.replay, self.audit, self.changes = env, replay, audit, changes
+        self.oob = out_of_band if out_of_band is not None and out_of_band.available else None
         # The request state binds what the store's durability rests on: the boot id for SQLite
         # (its claims may not survive a power loss: a reboot must not revive a confirmation),
         # the store's epoch for a shared store (checked when the nonce is claimed).
@@ -160,8 +185,12 @@ class DeleteTool:
             title="Delete a note",
             description=(
                 "Delete a note chosen by title or by id (give exactly one of them). The user is "
-                "always asked, through a form, which matching note to delete and to confirm; "
-                "nothing is deleted without that, so the client must support form elicitation."
+                "always asked which matching note to delete and to confirm: through a form, or "
+                "outside the client (a page on this computer, or `fs-notes approve` in a "
+                "terminal) as the workspace's policy says; nothing is deleted without that. "
+                "When the answer says the person must approve outside the client, tell them "
+                "exactly what it says, and once they have, call again with the same arguments "
+                "and the approval it gave."
             ),
             properties={
                 "workspaceUri": WORKSPACE_URI,
@@ -176,6 +205,14 @@ class DeleteTool:
                     **NOTE_ID,
                     "description": "Id of the note to delete, as notes_list and notes_search "
                     "return it (its path relative to the workspace). Give this or title, not both",
+                },
+                APPROVAL_ARG: {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 16384,
+                    "description": "Only when an earlier notes_delete answer asked for the "
+                    "person's approval outside the client: its structuredContent.approval.state, "
+                    "passed back once the person approved (it approves nothing by itself)",
                 },
             },
             required=(),
@@ -240,13 +277,19 @@ class DeleteTool:
                 + ("not both" if "title" in args else "give the title or the id of the note")
             )
         ws = self._open(call, args.get("workspaceUri"))
+        passed = args.get(APPROVAL_ARG)
+        args = {k: v for k, v in args.items() if k != APPROVAL_ARG}  # (not in the sealed digest)
         bind = Binding(call.principal.name, args, ws.workspace.name)
         echo = Echo.of(params)
+        if echo is None and passed is not None:
+            echo = Echo(passed, None)
         if echo is not None:
             return self._retry(call, args, ws, bind, echo)
         progress = Progress(DELETE)
         progress.fire(Event.BEGIN)
-        require_form_elicitation(call.meta.capabilities)
+        out_of_band = self._out_of_band(ws, call)
+        if not out_of_band:
+            require_form_elicitation(call.meta.capabilities)
         refusal = self.changes.refusal(ws.workspace.name, "unlink_note")
         if refusal is not None:
             raise ToolFailure(f"deletion is refused in this workspace: {refusal}")
@@ -266,7 +309,66 @@ class DeleteTool:
             log.error("replay store unavailable: %s", exc)
             self._audit(call, ws.workspace.name, None, "delete-failed", "replay-store")
             raise ToolFailure(_UNAVAILABLE) from None
+        if out_of_band:
+            return self._ask_person(call, args, ws, bind, candidates, token)
         return self._form(call, args, ws, candidates, token)
+
+    def _approval(self, call: Call, ws: Opened) -> str:
+        """What approves this principal's deletion here: the workspace's `approval`, or only
+        the person, out of band, after it read a note hiding text (`out_of_band_after_hidden`)."""
+        if self.env.has_read_hidden(call.principal.name, ws.workspace.name):
+            return "out-of-band"
+        return ws.workspace.approval
+
+    def _out_of_band(self, ws: Opened, call: Call) -> bool:
+        """Whether this deletion is approved out of band (the policy, and for `either` the
+        client's capabilities); ToolFailure if it must be and this server cannot."""
+        approval = self._approval(call, ws)
+        if approval == "form" or (
+            approval == "either" and supports_form_elicitation(call.meta.capabilities)
+        ):
+            return False
+        if self.oob is None:
+            if approval == "either":
+                require_form_elicitation(call.meta.capabilities)
+            raise ToolFailure(
+                "deleting here needs the person's approval outside the client, and this server "
+                "can offer none (no loopback page and no state folder for fs-notes approve); "
+                "nothing was deleted"
+            )
+        return True
+
+    def _ask_person(
+        self,
+        call: Call,
+        args: dict[str, Any],
+        ws: Opened,
+        bind: Binding,
+        candidates: list[Candidate],
+        token: str,
+    ) -> dict[str, Any]:
+        """Round one out of band (and the same asked again): the deletion recorded for the
+        person, then a URL-mode elicitation of the page, or the words for a client without."""
+        assert self.oob is not None
+        opened = self.state.open(bind, Echo(token, None))  # its nonce and expiry, as sealed
+        asked = self.oob.ask(
+            nonce=opened.nonce, principal=call.principal.name, workspace=ws.workspace.name,
+            candidates=[(c.id, c.title) for c in candidates], expires=opened.expires,
+        )  # fmt: skip
+        words = asked.words(described(_asked(args), "id" in args))
+        caps = call.meta.capabilities
+        if asked.url is not None and supports_url_elicitation(caps):
+            return InputRequiredResult(
+                input_requests={APPROVAL_KEY: {"method": "elicitation/create", "params": {
+                    "mode": "url", "url": asked.url, "message": words}}},
+                request_state=token,
+            ).wire()  # fmt: skip
+        return _complete(
+            words + f" (Then call notes_delete again with the same arguments and {APPROVAL_ARG} "
+            "set to structuredContent.approval.state.)",
+            {"deleted": None, "outcome": "approval-needed",
+             "approval": {**asked.to_json(), "state": token}},
+        )  # fmt: skip
 
     def _retry(
         self, call: Call, args: dict[str, Any], ws: Opened, bind: Binding, echo: Echo
@@ -277,12 +379,20 @@ class DeleteTool:
         except StateRejected as exc:
             self._audit(call, name, None, "state-refused", "state")
             raise refuse_state(exc.reason) from None
-        try:
-            outcome = decide(opened.data, echo.responses, title=_asked(args))
-        except ResponseMissing:  # asked again, the same form under the same (unspent) state
-            return self._ask_again(call, args, ws, opened)
-        except ResponseInvalid as exc:
-            raise ProtocolError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+        via: str | None = None
+        person = self._person(call, ws, opened, echo)
+        if isinstance(person, tuple):
+            outcome, via = person
+        elif person == "ask":
+            opened.progress.fire(Event.UNANSWERED)
+            return self._ask_person(call, args, ws, bind, opened.data, opened.token)
+        else:
+            try:
+                outcome = decide(opened.data, echo.responses, title=_asked(args))
+            except ResponseMissing:  # asked again, the same form under the same (unspent) state
+                return self._ask_again(call, args, ws, opened)
+            except ResponseInvalid as exc:
+                raise ProtocolError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         opened.progress.fire(Event.FINISHED)
         nonce, expires = opened.nonce, opened.expires
         spend = _Spend(nonce, expires, opened.epoch)
@@ -290,7 +400,7 @@ class DeleteTool:
             self._audit(call, name, None, "replay-refused")
             raise refuse_state("nonce already spent")
         if isinstance(outcome, Decision.Delete):
-            return self._delete(call, name, ws, outcome, spend)
+            return self._delete(call, name, ws, outcome, spend, via)
         # Declined or cancelled: what each spends and records is the decision table's
         # (confirm/flow.py): a decline spends the nonce, a cancel leaves it for a retry.
         if outcome.spends_nonce:
@@ -298,6 +408,45 @@ class DeleteTool:
         reason = outcome.reason if isinstance(outcome, Decision.Declined) else None
         self._audit(call, name, None, outcome.audit_outcome, reason)
         return _complete(outcome.ending, {"deleted": None, "outcome": outcome.audit_outcome})
+
+    def _person(
+        self, call: Call, ws: Opened, opened: Round[list[Candidate]], echo: Echo
+    ) -> tuple[Outcome, str] | str | None:
+        """What the person decided out of band for this state: (the outcome, the audit reason
+        naming how), "ask" (nothing yet: ask them again) or None (the form decides). Under
+        `out-of-band`, a form answer decides nothing: the person is asked again."""
+        approval = self._approval(call, ws)
+        if approval == "form" or (approval == "either" and self.oob is None):
+            return None
+        if self.oob is None:  # only the person may approve, and this server cannot ask them
+            raise ToolFailure(
+                "deleting here needs the person's approval outside the client, and this server "
+                "can offer none (no loopback page and no state folder for fs-notes approve); "
+                "nothing was deleted"
+            )
+        responses = echo.responses or {}
+        answer = responses.get(APPROVAL_KEY)
+        got = self.oob.approved(opened.nonce)
+        if got is None and isinstance(answer, dict) and answer.get("action") == "accept":
+            # The person agreed to open the page: they may be on it now.
+            got = self.oob.wait(opened.nonce, time.monotonic() + WAIT_S)
+        if got is not None:
+            note_id, how = got
+            chosen = next(c for c in opened.data if c.id == note_id)  # one of the sealed
+            return Decision.Delete(chosen.id, chosen.identity), f"approved-{how}"
+        if isinstance(answer, dict) and answer.get("action") == "decline":
+            return Decision.Declined("declined"), "out-of-band"
+        if isinstance(answer, dict) and answer.get("action") == "cancel":
+            return Decision.Cancelled(), "out-of-band"
+        if approval == "either" and supports_form_elicitation(call.meta.capabilities):
+            return None  # this client has the form: it decides (or is asked again)
+        if ELICITATION_KEY in responses:
+            log.warning(
+                "notes_delete: a form answer for %s in workspace %s counts for nothing: this "
+                "workspace takes only the person's approval outside the client",
+                shown(call.principal.name, 128), shown(ws.workspace.name, 128),
+            )  # fmt: skip
+        return "ask"
 
     def _ask_again(
         self, call: Call, args: dict[str, Any], ws: Opened, opened: Round[list[Candidate]]
@@ -394,7 +543,13 @@ class DeleteTool:
             raise refuse_state("nonce already spent")
 
     def _delete(
-        self, call: Call, name: str, ws: Opened, choice: Decision.Delete, spend: _Spend
+        self,
+        call: Call,
+        name: str,
+        ws: Opened,
+        choice: Decision.Delete,
+        spend: _Spend,
+        via: str | None = None,
     ) -> dict[str, Any]:
         note_id = choice.note_id
         expected = choice.identity
@@ -426,7 +581,7 @@ class DeleteTool:
         if refusal is not None:
             self._audit(call, name, note_id, "delete-failed", "os-layer")
             raise ToolFailure(f"deletion is refused in this workspace: {refusal}")
-        self._audit(call, name, note_id, "confirmed")  # no deletion without its record first
+        self._audit(call, name, note_id, "confirmed", via)  # no deletion without its record first
         self._claim(call, name, note_id, spend)
         try:
             self.changes.unlink_note(name, note_id, expected)
@@ -439,6 +594,8 @@ class DeleteTool:
         self.env.cache.forget(name, note_id)
         self.env.unindex(ws, note_id)  # its words out of the index's files too (issue 27)
         self._audit_quietly(call, name, note_id, "deleted")
+        if via is not None:  # the person approved: the next deletion is the policy's again
+            self.env.forget_hidden(call.principal.name, name)
         return _complete(
             f"Deleted {shown_id(note_id, 300)}.", {"deleted": note_id, "outcome": "deleted"}
         )

@@ -29,6 +29,7 @@ from .context import NotesEnv, Opened, Skipped, ToolFailure, fs_message, guarded
 from .indexed import current
 from .loading import load_note, whole_utf8
 from .notecache import CachedNote
+from .provenance import mark, note_origin, result_meta
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .versions import load_current
 
@@ -200,7 +201,6 @@ class NotesList:
         ).wire()
 
 
-
 class NotesRead:
     """notes_read: one note's text (or a part of it) with its version."""
 
@@ -248,19 +248,16 @@ class NotesRead:
         except FsError as exc:
             raise ToolFailure(fs_message(exc, note_id)) from None
         if "offset" in args or "length" in args:
-            return _read_part(ws, note_id, note, args)
+            return _read_part(env, call, ws, note_id, note, args)
         if note.large:
             raise ToolFailure(too_large(note_id, note.key[2], ws.workspace.read_limit))
         data, version = _versioned_text(ws, note_id, note)
         properties = properties_of(data)
-        structured = {"id": note_id, "title": note.title, "content": data,
+        structured: dict[str, Any] = {"id": note_id, "title": note.title, "content": data,
                       "tags": tags_of(data), "aliases": aliases_of(properties),
                       "properties": properties, "version": version}  # fmt: skip
-        return CallToolResult(
-            content=[TextContent(text=data), TextContent(text=_version_line(version))],
-            structured_content=structured,
-        ).wire()
-
+        version_line = _version_line(version)
+        return _note_text(env, call, ws, note_id, note.key, data, structured, version_line)
 
 
 class NotesSearch:
@@ -329,12 +326,22 @@ class NotesSearch:
             hits = indexed.index.search(
                 query, limit=limit + 1, offset=offset, folder=folder, tag=tag
             )
+            kept = [
+                hit for hit in hits[:limit] if indexed.recheck(hit.id, hit.key)
+            ]  # a cache: the filesystem layer decides
             matches: list[dict[str, Any]] = [
                 {"id": hit.id, "title": hit.title, "snippet": hit.snippet,
                  "score": round(-hit.score, 4)}
-                for hit in hits[:limit]
-                if indexed.recheck(hit.id, hit.key)  # a cache: the filesystem layer decides
+                for hit in kept
             ]  # fmt: skip
+            origins = [note_origin(env.journals, ws.workspace.name, hit.id,
+                                   tuple(int(n) for n in hit.key.split(":")))
+                       for hit in kept]  # fmt: skip
+        for origin, match in zip(origins, matches, strict=True):
+            snippet = mark(match["id"], match["snippet"])  # (shown escaped in the text below)
+            if snippet.hidden:
+                origin["hidden"] = snippet.to_json()
+                env.read_hidden(call.principal.name, ws)
         structured: dict[str, Any] = {"matches": matches}
         if len(hits) > limit:
             structured["nextCursor"] = str(offset + limit)
@@ -349,7 +356,9 @@ class NotesSearch:
             lines.append(f"(searched {done} of {total} notes: another fs-notes server is "
                          "indexing this folder; search again for the rest)")  # fmt: skip
         return CallToolResult(
-            content=[TextContent(text="\n".join(lines))], structured_content=structured
+            content=[TextContent(text="\n".join(lines))],
+            structured_content=structured,
+            meta=result_meta(origins),
         ).wire()
 
 
@@ -375,9 +384,7 @@ def _search_offset(cursor: object) -> int:
     return int(cursor)
 
 
-def _versioned_text(
-    ws: Opened, note_id: str, note: CachedNote
-) -> tuple[str, str]:
+def _versioned_text(ws: Opened, note_id: str, note: CachedNote) -> tuple[str, str]:
     """The note's text and its version (fs/version.py), from one read: the cached text with
     the version of the bytes it came from, else the bytes read again (a note whose text the
     cache does not keep). Never a second open of what was just read: a FIFO would block it."""
@@ -397,7 +404,9 @@ def _version_line(version: str) -> str:
     )
 
 
-def _read_part(ws: Opened, note_id: str, note: CachedNote, args: dict[str, Any]) -> dict[str, Any]:
+def _read_part(
+    env: NotesEnv, call: Call, ws: Opened, note_id: str, note: CachedNote, args: dict[str, Any]
+) -> dict[str, Any]:
     """notes_read with offset/length: whole UTF-8 characters from the asked byte range."""
     limit = ws.workspace.read_limit
     offset, length = int(args.get("offset", 0)), int(args.get("length", limit))
@@ -424,4 +433,30 @@ def _read_part(ws: Opened, note_id: str, note: CachedNote, args: dict[str, Any])
     }
     if offset + end < ident.size:
         structured["nextOffset"] = offset + end
-    return CallToolResult(content=[TextContent(text=text)], structured_content=structured).wire()
+    return _note_text(env, call, ws, note_id, tuple(ident), text, structured)
+
+
+def _note_text(
+    env: NotesEnv,
+    call: Call,
+    ws: Opened,
+    note_id: str,
+    key: tuple[int, ...],
+    text: str,
+    structured: dict[str, Any],
+    *after: str,
+) -> dict[str, Any]:
+    """A result carrying a note's text, marked as such (tools/provenance.py): its origin in
+    `_meta`, hidden text flagged and its invisible characters escaped in the text content."""
+    marked = mark(note_id, text)
+    origin = note_origin(env.journals, ws.workspace.name, note_id, key)
+    lines = [marked.text, *after]
+    if marked.hidden:
+        structured["hidden"] = origin["hidden"] = marked.to_json()
+        lines.append(marked.notice() or "")
+        env.read_hidden(call.principal.name, ws)
+    return CallToolResult(
+        content=[TextContent(text=line) for line in lines],
+        structured_content=structured,
+        meta=result_meta([origin]),
+    ).wire()

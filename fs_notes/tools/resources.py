@@ -33,6 +33,7 @@ from ..protocol.models import (
 from ..render import shown, shown_id
 from .context import NotesEnv
 from .loading import load_note
+from .provenance import mark, note_origin, result_meta
 
 log = logging.getLogger("fs_notes.tools")
 PAGE = 200
@@ -136,11 +137,16 @@ def build(env: NotesEnv) -> tuple[Any, Any]:
                 "read it in parts with the notes_read tool (offset, length)",
                 {"uri": uri, "readLimit": limit},
             )
+        origin = note_origin(env.journals, ws.workspace.name, note_id, note.key)
+        marked = mark(note_id, text)  # the text stays exact: a resource is the note's bytes
+        if marked.hidden:
+            origin["hidden"] = marked.to_json()
+            env.read_hidden(call.principal.name, ws)
         return {
             "contents": [TextResourceContents(uri=uri, text=text).wire()],
             "ttlMs": 0,
             "cacheScope": "private",
-            "_meta": RESULT_META,
+            "_meta": result_meta([origin]),
         }
 
     return list_resources, read_resource
