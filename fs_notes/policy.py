@@ -77,6 +77,9 @@ SandboxLevel = Literal["landlock", "chroot", "none"]
 #: What approves a deletion in a workspace (fs_notes/approval/): the client's form, the person
 #: outside the client (the loopback page or `fs-notes approve`), or either of them.
 Approval = Literal["form", "out-of-band", "either"]
+#: Where a deleted note goes: the folder's own `.trash/` where it has one (as Obsidian keeps
+#: it), else only the journal of changes (`auto`); or always only the journal.
+Trash = Literal["auto", "journal"]
 OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 
 NOT_PERMITTED = "workspace not found or not permitted"
@@ -134,6 +137,7 @@ class Workspace:
     #: After a principal read a note here whose body hides text (notes/hidden.py), its next
     #: deletion here needs the person's approval outside the client, whatever `approval` says.
     out_of_band_after_hidden: bool = False
+    trash: Trash = "auto"
 
     def accepts(self, mode: SandboxLevel) -> bool:
         """Whether deleting here may run under ``mode`` (landlock > chroot > none)."""

@@ -30,6 +30,7 @@ from .policy import (
     Principal,
     SandboxLevel,
     SymlinkPolicy,
+    Trash,
     Workspace,
     WorkspaceGrant,
     check_hash,
@@ -69,6 +70,7 @@ class _WorkspaceTable(_Table):
     worker_user: str | None = None
     approval: Approval = "either"
     out_of_band_after_hidden: bool = False
+    trash: Trash = "auto"
 
     _name = field_validator("name")(check_name)
     _read_limit = field_validator("read_limit")(check_read_limit)
@@ -289,7 +291,7 @@ def _from_tables(doc: _PolicyFile, source: str | None, lines: _KeyLines | None) 
                 at = f" (line {lines.line_of(('workspace', j, 'path'))})" if lines else ""
                 raise _Problem(("workspace", i, "path"), f'{how} workspace "{other.name}"{at}')
         user = resolve_user(w.worker_user) if w.worker_user is not None else None
-        fields = (w.sandbox, w.read_limit, user, w.approval, w.out_of_band_after_hidden)
+        fields = (w.sandbox, w.read_limit, user, w.approval, w.out_of_band_after_hidden, w.trash)
         workspaces.append(Workspace(w.name, root, w.symlinks, *fields))
     principals = [Principal(p.name) for p in doc.principal]
     by_principal = {p.name: p for p in principals}

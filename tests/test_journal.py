@@ -467,3 +467,39 @@ def test_a_change_larger_than_the_whole_journal_is_refused_saying_so(tmp_path: P
         assert (s.ws / "big.md").read_text() == big
     finally:
         s.close()
+
+
+def test_a_folder_with_a_trash_keeps_a_deleted_note_there_and_it_can_still_be_restored(
+    tmp_path: Path,
+) -> None:
+    """As Obsidian does: where the folder keeps a `.trash/`, a confirmed deletion moves the note
+    there (a name of its own if one is taken), never over anything; its bytes are kept in the
+    journal too, so notes_history lists it and notes_restore puts it back at its id."""
+    s = _Served(tmp_path)
+    try:
+        trash = s.ws / ".trash"
+        trash.mkdir()
+        (trash / "index.md").write_text("# An older index, trashed before\n")
+        before = (s.ws / "index.md").read_bytes()
+        done = s.delete("index.md")
+        assert done["structuredContent"] == {"deleted": "index.md", "outcome": "deleted",
+                                             "trashed": ".trash/index 1.md"}  # fmt: skip
+        assert not (s.ws / "index.md").exists()
+        assert (trash / "index 1.md").read_bytes() == before
+        assert (trash / "index.md").read_text() == "# An older index, trashed before\n"
+        [kept] = s.versions("index.md")
+        assert kept["kind"] == "delete" and kept["tool"] == "notes_delete"
+        s.call("notes_restore", id="index.md", version=kept["version"])
+        assert (s.ws / "index.md").read_bytes() == before
+    finally:
+        s.close()
+
+
+def test_without_a_trash_or_with_trash_journal_the_note_is_removed(tmp_path: Path) -> None:
+    s = _Served(tmp_path)
+    try:
+        assert s.delete("index.md")["structuredContent"] == {"deleted": "index.md",
+                                                             "outcome": "deleted"}  # fmt: skip
+        assert sorted(os.listdir(s.ws)) == ["plan.md"]  # no trash made
+    finally:
+        s.close()

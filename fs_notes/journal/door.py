@@ -192,6 +192,21 @@ class KeptChanges:
             content=before,
         )  # fmt: skip
 
+    def trash_note(
+        self, workspace: str, relpath: str, trash_relpath: str, expected: Identity
+    ) -> Identity:
+        """A deletion into the folder's trash: kept as a deletion (its bytes, so notes_history
+        lists it and notes_restore puts it back at its id), made as a move to `trash_relpath`
+        (never over anything) only if the note still is that file."""
+        before, ident = self._before(workspace, relpath, expected)
+        return self._kept(
+            workspace,
+            lambda: self._inner.move_note(workspace, relpath, trash_relpath, expected=ident),
+            _same,
+            note_id=relpath, kind="delete", version=note_version(ident, before),
+            content=before,
+        )  # fmt: skip
+
     def move_note(
         self, workspace: str, relpath: str, new_relpath: str, *, expected: Identity | None = None
     ) -> Identity:

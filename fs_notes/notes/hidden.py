@@ -204,7 +204,12 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
     """Where `text` holds code: fenced code blocks and inline code spans, as [start, end)."""
     ranges: list[tuple[int, int]] = []
     pos, fence, opened_at = 0, "", 0
+    if "`" not in text and "~~~" not in text:
+        return ranges
     for line in text.splitlines(keepends=True):
+        if "`" not in line and "~" not in line:  # no fence, no span: most lines, at once
+            pos += len(line)
+            continue
         opened = _FENCE.match(line)
         if fence:
             if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
@@ -257,7 +262,7 @@ def hidden_in(text: str) -> list[Hidden]:
     chars: dict[str, list[int]] = {}
     for i in _hidden_chars(text):
         chars.setdefault(text[i], []).append(i)
-    blocks = [b for b in _blocks(text) if _instruction(b[2])][:MAX_LISTED]
+    blocks = _blocks(text)[:MAX_LISTED]
     starts = _line_starts(text) if chars or blocks else []
     for ch, offsets in sorted(chars.items())[:MAX_LISTED]:
         seen = {_line_of(starts, i) for i in offsets[: MAX_LISTED * 64]}
@@ -270,8 +275,9 @@ def hidden_in(text: str) -> list[Hidden]:
 
 
 def _blocks(text: str) -> list[tuple[str, int, str]]:
-    """Every comment and collapsed block outside code: (kind, where it opens, its body, up to
-    `MAX_BODY` characters). Linear: each opener and closer is found once with str.find."""
+    """Every comment and collapsed block outside code that holds an instruction: (kind, where
+    it opens, its body, up to `MAX_BODY` characters). Linear: each opener and closer is found
+    once with str.find (an opener inside code is passed over, the next one looked at)."""
     low: str | None = None
     code: list[tuple[int, int]] | None = None
     out: list[tuple[str, int, str]] = []
@@ -286,7 +292,7 @@ def _blocks(text: str) -> list[tuple[str, int, str]]:
             continue
         code = _code_ranges(text) if code is None else code
         pos = 0
-        while len(out) < MAX_LISTED * 4:
+        while len(out) < MAX_LISTED:
             at = haystack.find(opener, pos)
             if at < 0:
                 break
@@ -299,8 +305,10 @@ def _blocks(text: str) -> list[tuple[str, int, str]]:
                 body_at = len(text) if tag_end < 0 else tag_end + 1
             end = haystack.find(closer, body_at)
             stop = len(text) if end < 0 else end
-            out.append((kind, at, text[body_at : min(stop, body_at + MAX_BODY)]))
+            body = text[body_at : min(stop, body_at + MAX_BODY)]
             pos = len(text) if end < 0 else end + len(closer)
+            if _instruction(body):
+                out.append((kind, at, body))
     out.sort(key=lambda b: b[1])
     return out
 

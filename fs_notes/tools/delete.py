@@ -63,7 +63,8 @@ from ..confirm.spent import (
     StoreUnavailable,
 )
 from ..fs import FsError, Identity
-from ..fs.changes import NoteChanges
+from ..fs.errors import NoteExists
+from ..journal.door import KeptChanges
 from ..lexical import LexicalError
 from ..policy import Principal
 from ..protocol.dispatch import Call
@@ -86,6 +87,20 @@ log = logging.getLogger("fs_notes.delete")
 
 #: The input request of an out-of-band approval (a URL-mode elicitation of the loopback page).
 APPROVAL_KEY = "delete_approval"
+#: The folder's own trash, where it keeps one (Obsidian's name for it).
+TRASH = ".trash"
+MAX_TRASH_NAMES = 100
+
+
+def _has_trash(ws: Opened) -> bool:
+    """Whether the workspace keeps a `.trash/` folder (a real folder beneath it)."""
+    try:
+        next(iter(ws.root.iter_notes(TRASH, recursive=False)), None)
+    except FsError:
+        return False
+    return True
+
+
 #: The argument that carries the state back from a client without elicitation.
 APPROVAL_ARG = "approval"
 
@@ -167,7 +182,7 @@ class DeleteTool:
         sealer: StateSealer,
         replay: SpentNonces,
         audit: AuditLog,
-        changes: NoteChanges,
+        changes: KeptChanges,
         out_of_band: OutOfBand | None = None,
     ) -> None:
         self.env, self.replay, self.audit, self.changes = env, replay, audit, changes
@@ -584,7 +599,9 @@ class DeleteTool:
         self._audit(call, name, note_id, "confirmed", via)  # no deletion without its record first
         self._claim(call, name, note_id, spend)
         try:
-            self.changes.unlink_note(name, note_id, expected)
+            trashed = self._into_trash(ws, name, note_id, expected)
+            if trashed is None:
+                self.changes.unlink_note(name, note_id, expected)
         except FsError as exc:
             self._audit_quietly(call, name, note_id, "delete-failed", _code(exc))
             raise ToolFailure(
@@ -596,6 +613,36 @@ class DeleteTool:
         self._audit_quietly(call, name, note_id, "deleted")
         if via is not None:  # the person approved: the next deletion is the policy's again
             self.env.forget_hidden(call.principal.name, name)
+        if trashed is not None:
+            return _complete(
+                f"Deleted {shown_id(note_id, 300)}: moved to the folder's trash, as "
+                f"{shown_id(trashed, 300)}.",
+                {"deleted": note_id, "outcome": "deleted", "trashed": trashed},
+            )
         return _complete(
             f"Deleted {shown_id(note_id, 300)}.", {"deleted": note_id, "outcome": "deleted"}
         )
+
+    def _into_trash(
+        self, ws: Opened, name: str, note_id: str, expected: Identity
+    ) -> str | None:
+        """The note moved into the folder's `.trash/` (through the door: kept as a deletion),
+        under its name there, made unique as Obsidian does ("name 1.md", ...; a move never
+        replaces anything); None where there is no trash (`trash = "journal"`, or the folder
+        keeps none): then the caller removes it, its text kept in the journal."""
+        if ws.workspace.trash != "auto" or not _has_trash(ws):
+            return None
+        if self.changes.refusal(name, "move_note") is not None:  # (Landlock without REFER)
+            log.info("notes_delete: the folder's trash cannot be moved into here; the note is "
+                     "removed, its text kept in the journal")  # fmt: skip
+            return None
+        base = note_id.rsplit("/", 1)[-1]
+        stem = base[:-3] if base.endswith(".md") else base
+        for n in range(MAX_TRASH_NAMES):
+            candidate = f"{TRASH}/{base if n == 0 else f'{stem} {n}.md'}"
+            try:
+                self.changes.trash_note(name, note_id, candidate, expected)
+            except NoteExists:
+                continue
+            return candidate
+        raise NoteExists()
