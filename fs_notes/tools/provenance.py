@@ -14,6 +14,7 @@ The structured content's `content` stays the note's exact text, and so does a re
 (`resources/read` is the note as it is, for the client to show; its origin flags it). Where
 the workspace says `out_of_band_after_hidden`, the principal that was given such a note needs
 the person's approval outside the client for its next deletion there (tools/delete.py).
+notes_summarize marks the same in the text it gives the client's model (tools/summarize.py).
 
 Guarantees: "fs-notes" is said only when the note is still exactly the file a change through
 fs-notes left (its identity compared); anything else, including a note never changed through

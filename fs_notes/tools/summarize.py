@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
 from ..fs import FsError
+from ..notes.hidden import hidden_in, shown_body
 from ..policy import Principal
 from ..protocol.dispatch import Call
 from ..protocol.errors import INVALID_PARAMS, ProtocolError
@@ -187,7 +188,11 @@ def summary_request(query: str, notes: list[tuple[str, str, str, bool]]) -> dict
     for note_id, title, excerpt, cut in notes:
         mark = " [truncated]" if cut else ""
         head = f"--- note {json_shown(note_id)}"
-        parts.append(f"{head} ({json_shown(title)}){mark} ---\n{excerpt}\n")
+        hidden = hidden_in(excerpt)  # (tools/provenance.py: the same marks as notes_read's)
+        if hidden:
+            what = "; ".join(h.phrase() for h in hidden[:4])
+            mark += f" [hides text from its reader: {what}]"
+        parts.append(f"{head} ({json_shown(title)}){mark} ---\n{shown_body(excerpt)}\n")
     return _sampling(SUMMARY_SYSTEM, "\n".join(parts), 800, SUMMARY_PREFERENCES)
 
 
