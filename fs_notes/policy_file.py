@@ -310,6 +310,14 @@ def _from_tables(doc: _PolicyFile, source: str | None, lines: _KeyLines | None) 
         grants.append(WorkspaceGrant(by_principal[g.principal], by_workspace[g.workspace], ops))
     token_hashes = {p.name: p.token_sha256 for p in doc.principal if p.token_sha256}
     limits = Limits(**doc.limits.model_dump())
+    for i, ws in enumerate(workspaces):
+        if limits.undo_days > 0 and ws.read_limit > limits.undo_mib << 20:
+            raise _Problem(
+                ("workspace", i, "read_limit"),
+                f"{ws.read_limit} bytes is more than [limits] undo_mib ({limits.undo_mib} MiB): "
+                "a note that large could be read but never changed, as its text could not be "
+                "kept to undo the change; lower read_limit or raise undo_mib",
+            )
     return Policy(
         principals,
         workspaces,

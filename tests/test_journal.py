@@ -25,8 +25,8 @@ from fs_notes.errors import ConfigError
 from fs_notes.fs.changes import InProcessChanges, NoteChanges
 from fs_notes.fs.errors import IdentityChanged
 from fs_notes.fs.identity import Identity
-from fs_notes.journal.store import Journal, journal_name
-from fs_notes.policy import Policy
+from fs_notes.journal.store import Journal, JournalFull, journal_name
+from fs_notes.policy import Policy, PolicyError
 from fs_notes.policy_file import load_policy
 from fs_notes.rounds.seal import KeyRing
 from fs_notes.statefolder import index_digest
@@ -266,7 +266,7 @@ def _marker_in(path: Path, marker: bytes) -> bool:
 
 
 def test_the_journal_is_bounded_and_what_it_prunes_is_gone_from_its_file(tmp_path: Path) -> None:
-    s = _Served(tmp_path, limits="undo_mib = 1")
+    s = _Served(tmp_path, limits="undo_mib = 1", read_limit="read_limit = 1048576")
     try:
         marker = b"SECRET-FIRST-VERSION-" * 1000  # 21 KB, in the first version only
         (s.ws / "plan.md").write_bytes(b"# Plan\n" + marker + b"\n")
@@ -299,7 +299,7 @@ def test_no_writer_can_flush_what_another_change_kept(tmp_path: Path) -> None:
     """The attack: a client that writes a lot to push a deleted note out of the journal before
     the person looks. Versions younger than a day are never pruned for space: the flooding write
     is refused with nothing changed, and the deleted note is still restored byte for byte."""
-    s = _Served(tmp_path, limits="undo_mib = 1")
+    s = _Served(tmp_path, limits="undo_mib = 1", read_limit="read_limit = 1048576")
     try:
         _ok(s.delete("index.md"))
         body = b""
@@ -456,17 +456,25 @@ def test_another_process_closing_it_leaves_this_ones_log_and_shows_its_writes(
 
 
 def test_a_change_larger_than_the_whole_journal_is_refused_saying_so(tmp_path: Path) -> None:
-    s = _Served(tmp_path, limits="undo_mib = 1")
+    """(The policy refuses a read_limit above undo_mib, so only a journal used directly can be
+    asked this; the door then says it is this change, not the last day's, that does not fit.)"""
+    journal = Journal(str(tmp_path / "j.sqlite3"), days=30, max_bytes=1 << 20)
     try:
-        big = "# Plan\n" + "x" * (2 << 20) + "\n"
-        (s.ws / "big.md").write_text(big)
-        refused = s.call("notes_update", id="big.md", content="# Plan\nsmall\n", force=True)
-        assert refused["isError"] is True
-        [text] = [c["text"] for c in refused["content"]]
-        assert "larger than this workspace's [limits] undo_mib (1 MiB)" in text
-        assert (s.ws / "big.md").read_text() == big
+        with pytest.raises(JournalFull) as raised:
+            journal.keep(note_id="big.md", kind="update", tool="t", principal="p",
+                         content=b"x" * (2 << 20))  # fmt: skip
+        assert raised.value.alone is True
+        assert journal.history("big.md") == []  # nothing kept, nothing pruned
     finally:
-        s.close()
+        journal.close()
+
+
+def test_a_read_limit_above_what_the_journal_can_keep_is_refused_at_load(tmp_path: Path) -> None:
+    files(tmp_path / "notes", {"a.md": "# A\n"})
+    with pytest.raises(PolicyError, match=r"read_limit: 4194304 bytes is more than \[limits\] "
+                       r"undo_mib \(1 MiB\)"):  # fmt: skip
+        _policy(tmp_path, limits="undo_mib = 1")
+    _policy(tmp_path, limits="undo_mib = 1\nundo_days = 0")  # the control: nothing is kept
 
 
 def test_a_folder_with_a_trash_keeps_a_deleted_note_there_and_it_can_still_be_restored(
