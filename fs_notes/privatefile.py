@@ -24,7 +24,24 @@ import sqlite3
 import stat
 from collections.abc import Callable
 
-__all__ = ["connect_private", "open_private", "same_file"]
+__all__ = ["BUSY_MS", "connect_private", "open_durable", "open_private", "same_file"]
+
+#: How long a statement waits for another process's lock before it fails.
+BUSY_MS = 5000
+
+
+def open_durable(path: str) -> sqlite3.Connection:
+    """A connection to `path` as fs-notes keeps its private files: autocommit, write-ahead
+    log, every commit fsynced, removed rows zeroed (secure_delete), no temporary files (the
+    confined server may make none)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+    if path != ":memory:":
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA secure_delete = ON")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    return conn
 
 
 def open_private(path: str, read_only: bool) -> int:

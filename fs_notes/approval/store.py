@@ -38,12 +38,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..privatefile import connect_private
+from ..privatefile import connect_private, open_durable
 
 __all__ = ["Approvals", "Pending", "Via", "approvals_name"]
 
 Via = Literal["page", "terminal"]
-BUSY_MS = 5000
 #: A code's letters (base32: 5 bits each, 60 bits), typed in groups of four.
 CODE_LETTERS = 12
 VERSION = 1
@@ -102,13 +101,7 @@ class Approvals:
         self._key = self._secret()
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
-        if self.path != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA secure_delete = ON")
-        conn.execute("PRAGMA temp_store = MEMORY")
+        conn = open_durable(self.path)
         if conn.execute("PRAGMA user_version").fetchone()[0] != VERSION:
             conn.execute("DROP TABLE IF EXISTS pending")
             conn.execute(f"PRAGMA user_version = {VERSION}")

@@ -10,8 +10,9 @@ note are swapped in one renameat2(RENAME_EXCHANGE); the file that was at the nam
 temp name) is compared with the one checked and only then removed, and if it is another (a
 program wrote it in the meantime) the two are swapped back, so their file is at its name again
 and nothing of it is lost (should it save once more in that moment, its newest save is put
-beside the note as "NAME (conflict XXXXXX).md", never hidden). Where the file system cannot
-exchange (EINVAL) the check runs right before a plain rename, a window one lstat wide.
+beside the note as "NAME (conflict 3f2a1c).md", six random hex digits, never hidden). Where
+the file system cannot exchange (EINVAL) the check runs right before a plain rename, a window
+one lstat wide.
 Does not: check what the name currently is (type, links, identity): the caller does that first.
 """
 

@@ -46,12 +46,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..fs.identity import Identity
-from ..privatefile import connect_private
+from ..privatefile import BUSY_MS, connect_private, open_durable
 
 __all__ = ["Entry", "Journal", "JournalFull", "Kind", "journal_name"]
 
 Kind = Literal["create", "update", "delete", "move"]
-BUSY_MS = 5000
 #: A kept version younger than this is never pruned for space (only by age, past `days`).
 PROTECTED_S = 86400.0
 #: How often an open journal prunes by age (and retries a write-ahead log it could not empty).
@@ -205,13 +204,7 @@ class Journal:
                 conn.close()
                 raise sqlite3.DatabaseError("a journal of another version of fs-notes")
             return conn
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
-        if self.path != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA secure_delete = ON")
-        conn.execute("PRAGMA temp_store = MEMORY")  # the confined server makes no temporary files
+        conn = open_durable(self.path)
         if conn.execute("PRAGMA user_version").fetchone()[0] != VERSION:
             conn.execute("DROP TABLE IF EXISTS kept")
             conn.execute(f"PRAGMA user_version = {VERSION}")
