@@ -22,12 +22,33 @@ import errno
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Callable
 
-__all__ = ["BUSY_MS", "connect_private", "open_durable", "open_private", "same_file"]
+__all__ = [
+    "BUSY_MS",
+    "connect_private",
+    "initialized",
+    "open_durable",
+    "open_private",
+    "same_file",
+]
 
 #: How long a statement waits for another process's lock before it fails.
 BUSY_MS = 5000
+
+
+def initialized(conn: sqlite3.Connection, setup: Callable[[sqlite3.Connection], None]) -> None:
+    """`setup(conn)` (a version check, the schema) in one write transaction, which waits for
+    another process doing the same (BEGIN IMMEDIATE takes the write lock first: no upgrade
+    from a read lock that SQLite would refuse at once to avoid a deadlock)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        setup(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def open_durable(path: str) -> sqlite3.Connection:
@@ -37,7 +58,18 @@ def open_durable(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
     if path != ":memory:":
-        conn.execute("PRAGMA journal_mode = WAL")
+        # Two servers starting at once on a new file: the switch to WAL can answer "locked"
+        # without waiting (SQLite's deadlock guard skips the busy handler), so it is retried.
+        deadline = time.monotonic() + BUSY_MS / 1000
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                break
+            except sqlite3.OperationalError:
+                if time.monotonic() >= deadline:
+                    conn.close()
+                    raise
+                time.sleep(0.02)
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA secure_delete = ON")
     conn.execute("PRAGMA temp_store = MEMORY")

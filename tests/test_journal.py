@@ -511,3 +511,24 @@ def test_without_a_trash_or_with_trash_journal_the_note_is_removed(tmp_path: Pat
         assert sorted(os.listdir(s.ws)) == ["plan.md"]  # no trash made
     finally:
         s.close()
+
+
+def test_servers_starting_at_once_on_a_new_state_folder_all_open_it(tmp_path: Path) -> None:
+    """Two servers started together (a desktop app and an editor) make the journal and the
+    approvals file at the same moment: each opens them (SQLite answers "locked" at once to
+    the switch to WAL and to a read lock's upgrade, which must wait instead: privatefile.py)."""
+    start = time.time() + 1.0
+    script = (
+        "import time\nfrom fs_notes.journal.store import Journal\n"
+        "from fs_notes.approval.store import Approvals\n"
+        f"while time.time() < {start}:\n    pass\n"
+        f"Journal({str(tmp_path / 'j.sqlite3')!r}, days=30, max_bytes=1 << 20).close()\n"
+        f"Approvals({str(tmp_path / 'a.sqlite3')!r}).close()\n"
+    )
+    repo = Path(__file__).resolve().parent.parent
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, cwd=repo)
+        for _ in range(6)
+    ]
+    errors = [p.communicate(timeout=60)[1] for p in procs]  # (bytes: shown as they are)
+    assert [p.returncode for p in procs] == [0] * 6, errors

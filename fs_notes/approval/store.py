@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..privatefile import connect_private, open_durable
+from ..privatefile import connect_private, initialized, open_durable
 
 __all__ = ["Approvals", "Pending", "Via", "approvals_name"]
 
@@ -102,11 +102,11 @@ class Approvals:
 
     def _connect(self) -> sqlite3.Connection:
         conn = open_durable(self.path)
-        if conn.execute("PRAGMA user_version").fetchone()[0] != VERSION:
-            conn.execute("DROP TABLE IF EXISTS pending")
-            conn.execute(f"PRAGMA user_version = {VERSION}")
-        conn.execute(_SCHEMA)
-        conn.execute("CREATE TABLE IF NOT EXISTS secret (k BLOB NOT NULL)")
+        try:
+            initialized(conn, _set_up)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _secret(self) -> bytes:
@@ -243,6 +243,14 @@ class Approvals:
             if self._fd >= 0:  # after the connection: its locks go with this descriptor
                 os.close(self._fd)
                 self._fd = -1
+
+
+def _set_up(conn: sqlite3.Connection) -> None:
+    if conn.execute("PRAGMA user_version").fetchone()[0] != VERSION:
+        conn.execute("DROP TABLE IF EXISTS pending")
+        conn.execute(f"PRAGMA user_version = {VERSION}")
+    conn.execute(_SCHEMA)
+    conn.execute("CREATE TABLE IF NOT EXISTS secret (k BLOB NOT NULL)")
 
 
 def _normal(code: str) -> str:

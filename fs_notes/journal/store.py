@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..fs.identity import Identity
-from ..privatefile import BUSY_MS, connect_private, open_durable
+from ..privatefile import BUSY_MS, connect_private, initialized, open_durable
 
 __all__ = ["Entry", "Journal", "JournalFull", "Kind", "journal_name"]
 
@@ -151,6 +151,14 @@ class JournalFull(Exception):
         self.alone = alone
 
 
+def _set_up(conn: sqlite3.Connection) -> None:
+    if conn.execute("PRAGMA user_version").fetchone()[0] != VERSION:
+        conn.execute("DROP TABLE IF EXISTS kept")
+        conn.execute(f"PRAGMA user_version = {VERSION}")
+    for statement in _SCHEMA:
+        conn.execute(statement)
+
+
 def _entry(row: tuple[Any, ...]) -> Entry:
     seq, at, raw_id, new_id, kind, tool, principal, version, size, content, after = row
     return Entry(
@@ -205,11 +213,11 @@ class Journal:
                 raise sqlite3.DatabaseError("a journal of another version of fs-notes")
             return conn
         conn = open_durable(self.path)
-        if conn.execute("PRAGMA user_version").fetchone()[0] != VERSION:
-            conn.execute("DROP TABLE IF EXISTS kept")
-            conn.execute(f"PRAGMA user_version = {VERSION}")
-        for statement in _SCHEMA:
-            conn.execute(statement)
+        try:
+            initialized(conn, _set_up)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _db(self) -> sqlite3.Connection:
