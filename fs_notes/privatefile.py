@@ -51,10 +51,13 @@ def initialized(conn: sqlite3.Connection, setup: Callable[[sqlite3.Connection], 
         raise
 
 
-def open_durable(path: str) -> sqlite3.Connection:
+def open_durable(
+    path: str, setup: Callable[[sqlite3.Connection], None] | None = None
+) -> sqlite3.Connection:
     """A connection to `path` as fs-notes keeps its private files: autocommit, write-ahead
     log, every commit fsynced, removed rows zeroed (secure_delete), no temporary files (the
-    confined server may make none)."""
+    confined server may make none); then `setup` in one write transaction (`initialized`).
+    Closed again if any of it fails."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
     if path != ":memory:":
@@ -73,6 +76,12 @@ def open_durable(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA secure_delete = ON")
     conn.execute("PRAGMA temp_store = MEMORY")
+    if setup is not None:
+        try:
+            initialized(conn, setup)
+        except BaseException:
+            conn.close()
+            raise
     return conn
 
 

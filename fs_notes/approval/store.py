@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..privatefile import connect_private, initialized, open_durable
+from ..privatefile import connect_private, open_durable
 
 __all__ = ["Approvals", "Pending", "Via", "approvals_name"]
 
@@ -101,13 +101,7 @@ class Approvals:
         self._key = self._secret()
 
     def _connect(self) -> sqlite3.Connection:
-        conn = open_durable(self.path)
-        try:
-            initialized(conn, _set_up)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        return open_durable(self.path, _set_up)
 
     def _secret(self) -> bytes:
         """The key codes and page tokens are derived under: kept in the file, so a restarted

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..fs.identity import Identity
-from ..privatefile import BUSY_MS, connect_private, initialized, open_durable
+from ..privatefile import BUSY_MS, connect_private, open_durable
 
 __all__ = ["Entry", "Journal", "JournalFull", "Kind", "journal_name"]
 
@@ -212,13 +212,7 @@ class Journal:
                 conn.close()
                 raise sqlite3.DatabaseError("a journal of another version of fs-notes")
             return conn
-        conn = open_durable(self.path)
-        try:
-            initialized(conn, _set_up)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        return open_durable(self.path, _set_up)
 
     def _db(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:  # after fork (the server's private view): a new one
