@@ -1,9 +1,12 @@
-"""`fs-notes approve CODE`: a person approves a deletion from a terminal.
+"""`fs-notes approve CODE`: a person approves a deletion, or a forced change that removes text,
+from a terminal.
 
-The code is the one the client showed (notes_delete's answer, or the loopback page's message);
-the command finds its deletion in the state folder (approval/store.py), shows who asks, where,
-and each candidate's title and id (made safe: render.py), and asks on the terminal which note
-to delete; without CODE it lists the deletions waiting.
+The code is the one the client showed (notes_delete's answer, a refused forced notes_update or
+notes_edit, or the loopback page's message); the command finds its change in the state folder
+(approval/store.py), shows who asks, where, and each candidate's title and id (for a change:
+what it removes and the first lines it would leave), all made safe (render.py), and asks on the
+terminal which note to delete, or whether to make the change; without CODE it lists the
+changes waiting.
 
 Guarantees: the question is asked, and the answer read, on the process's controlling terminal
 (/dev/tty), never on its standard input: a program that runs the command with a pipe (an
@@ -38,7 +41,7 @@ def _store(args: argparse.Namespace) -> Approvals:
     path = os.path.join(folder, approvals_name())
     if not os.path.lexists(path):
         raise ConfigError(
-            f"no deletion waits for approval in {shown(folder)} (no {approvals_name()}); give "
+            f"nothing waits for approval in {shown(folder)} (no {approvals_name()}); give "
             "--state-dir as the server has it"
         )
     try:
@@ -78,6 +81,19 @@ def _terminal() -> _Terminal:
 
 def _describe(pending: Pending) -> list[str]:
     left = max(0, int(pending.expires - time.time()))
+    if pending.action == "replace":
+        note_id, title = pending.candidates[0]
+        lines = [
+            f'Replace the note "{shown(title or "(untitled)", 120)}" [{shown_id(note_id, 200)}] '
+            f'in the workspace "{shown(pending.workspace, 128)}", asked by '
+            f'"{shown(pending.principal, 128)}" (expires in {left // 60} min {left % 60} s), '
+            "with text that removes part of it:"
+        ]
+        lines += [f"  - {shown(str(x), 300)}" for x in pending.detail.get("losses", [])]
+        lines.append("  It would begin:")
+        after = str(pending.detail.get("after", "")).splitlines() or ["(empty)"]
+        lines += [f"  | {shown(x, 200)}" for x in after]
+        return lines
     lines = [
         f'Delete a note from the workspace "{shown(pending.workspace, 128)}", asked by '
         f'"{shown(pending.principal, 128)}" (expires in {left // 60} min {left % 60} s):'
@@ -100,14 +116,17 @@ def approve(args: argparse.Namespace) -> int:
         found = approvals.by_code(args.code)
         if found is None or found.chosen is not None:
             raise ConfigError(
-                "no deletion waits with that code (it expired, was approved, or is mistyped)"
+                "nothing waits for approval with that code (it expired, was approved, or is "
+                "mistyped)"
             )
         pending = found
         tty = _terminal()
         with contextlib.closing(tty):
             tty.write("\n".join(_describe(pending)) + "\n")
             count = len(pending.candidates)
-            if count == 1:
+            if pending.action == "replace":
+                tty.write("Type yes to make this change (anything else refuses): ")
+            elif count == 1:
                 tty.write("Type yes to delete it (anything else refuses): ")
             else:
                 tty.write(f"Type the number of the note to delete (1-{count}; anything else "
@@ -115,13 +134,14 @@ def approve(args: argparse.Namespace) -> int:
             answer = tty.readline().strip()
             picked = _picked(answer, count)
             if picked is None:
-                tty.write("Refused: nothing will be deleted.\n")
+                tty.write("Refused: nothing will be changed.\n")
                 return 1
             note_id = pending.candidates[picked][0]
             if not approvals.approve(pending.nonce, note_id, "terminal"):
                 tty.write("Not taken: it expired or was approved meanwhile.\n")
                 return 1
-            tty.write(f"Approved: {shown_id(note_id, 200)} is deleted when the client asks "
+            done = "changed" if pending.action == "replace" else "deleted"
+            tty.write(f"Approved: {shown_id(note_id, 200)} is {done} when the client asks "
                       "again.\n")  # fmt: skip
             return 0
     finally:

@@ -353,11 +353,18 @@ def open_journals(policy: Policy, folder: str | None) -> dict[str, Journal]:
 
 
 def _needs_approval(policy: Policy) -> bool:
-    """Whether a deletion here may be approved out of band: a workspace that deletes (a grant
-    of `delete`) and does not take the form alone."""
+    """Whether a change here may be approved out of band: a workspace that deletes (a grant
+    of `delete`) and does not take the form alone, or one that writes and takes a forced
+    change only from the person (`force = "out-of-band"`, or `out_of_band_after_hidden`)."""
     return any(
-        (ws.approval != "form" or ws.out_of_band_after_hidden)
-        and "delete" in policy.operations_in(ws.name)
+        (
+            (ws.approval != "form" or ws.out_of_band_after_hidden)
+            and "delete" in policy.operations_in(ws.name)
+        )
+        or (
+            (ws.force == "out-of-band" or ws.out_of_band_after_hidden)
+            and "write" in policy.operations_in(ws.name)
+        )
         for ws in policy.workspaces
     )
 
@@ -421,7 +428,7 @@ def open_out_of_band(
     out_of_band = OutOfBand.of(approvals, page, folder, state_home())
     where = [f"the page on {page.origin}"] if page is not None else []
     where += [out_of_band.command] if out_of_band.command is not None else []
-    log.info("approvals outside the client (workspaces with approval either or out-of-band): "
+    log.info("approvals outside the client (deletions and forced changes the person approves): "
              "%s", " and ".join(where) or "none can be given")  # fmt: skip
     return out_of_band
 

@@ -59,6 +59,7 @@ __all__ = [
     "NOT_PERMITTED",
     "OPERATIONS",
     "AccessDenied",
+    "Force",
     "NotAuthenticated",
     "NotAuthorized",
     "Operation",
@@ -80,6 +81,9 @@ Approval = Literal["form", "out-of-band", "either"]
 #: Where a deleted note goes: the folder's own `.trash/` where it has one (as Obsidian keeps
 #: it), else only the journal of changes (`auto`); or always only the journal.
 Trash = Literal["auto", "journal"]
+#: Who may force an update or edit past the damage guard (tools/versions.py): the caller, with
+#: `force: true`, or only the person outside the client, for that very change (tools/forced.py).
+Force = Literal["caller", "out-of-band"]
 OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 
 NOT_PERMITTED = "workspace not found or not permitted"
@@ -135,9 +139,11 @@ class Workspace:
     worker_user: tuple[str, int, int] | None = None
     approval: Approval = "either"
     #: After a principal read a note here whose body hides text (notes/hidden.py), its next
-    #: deletion here needs the person's approval outside the client, whatever `approval` says.
+    #: deletion here needs the person's approval outside the client, whatever `approval` says
+    #: (and so does its next forced update or edit, whatever `force` says).
     out_of_band_after_hidden: bool = False
     trash: Trash = "auto"
+    force: Force = "caller"
 
     def accepts(self, mode: SandboxLevel) -> bool:
         """Whether deleting here may run under ``mode`` (landlock > chroot > none)."""

@@ -25,6 +25,7 @@ from .policy import (
     OPERATIONS,
     SECTIONS,
     Approval,
+    Force,
     Policy,
     PolicyError,
     Principal,
@@ -71,6 +72,7 @@ class _WorkspaceTable(_Table):
     approval: Approval = "either"
     out_of_band_after_hidden: bool = False
     trash: Trash = "auto"
+    force: Force = "caller"
 
     _name = field_validator("name")(check_name)
     _read_limit = field_validator("read_limit")(check_read_limit)
@@ -291,7 +293,10 @@ def _from_tables(doc: _PolicyFile, source: str | None, lines: _KeyLines | None) 
                 at = f" (line {lines.line_of(('workspace', j, 'path'))})" if lines else ""
                 raise _Problem(("workspace", i, "path"), f'{how} workspace "{other.name}"{at}')
         user = resolve_user(w.worker_user) if w.worker_user is not None else None
-        fields = (w.sandbox, w.read_limit, user, w.approval, w.out_of_band_after_hidden, w.trash)
+        fields = (
+            w.sandbox, w.read_limit, user, w.approval, w.out_of_band_after_hidden, w.trash,
+            w.force,
+        )  # fmt: skip
         workspaces.append(Workspace(w.name, root, w.symlinks, *fields))
     principals = [Principal(p.name) for p in doc.principal]
     by_principal = {p.name: p for p in principals}

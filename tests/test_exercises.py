@@ -249,5 +249,5 @@ def test_the_trust_class_runs_with_the_matrix_and_every_case_holds(
     run: tuple[int, dict[str, Any]],
 ) -> None:
     _, data = run
-    assert [c["result"] for c in data["trust"]["cases"]] == ["held"] * 5, data["trust"]
+    assert [c["result"] for c in data["trust"]["cases"]] == ["held"] * 6, data["trust"]
     assert data["trust"]["passed"] is True and data["passed"] is True

@@ -1,26 +1,28 @@
-"""The loopback page where a person approves a deletion outside the client.
+"""The loopback page where a person approves a deletion, or a forced change that removes text,
+outside the client.
 
 `fs-notes serve` binds a TCP socket on 127.0.0.1 (a port of the kernel's choosing) before it
 confines itself, and serves two requests on it: GET and POST of `/approve/<token>`, the token
-of one waiting deletion (approval/store.py; the URL-mode elicitation, or the tool result, gives
-the URL). GET shows what would be deleted: the workspace, who asks, each candidate's title, id
-and first lines, every field made safe (render.py, then HTML-escaped) and no script at all. POST
-approves the chosen candidate.
+of one waiting change (approval/store.py; the URL-mode elicitation, or the tool result, gives
+the URL). GET shows what would be done: the workspace, who asks, each candidate's title, id
+and first lines (for a replacement: what it removes and the first lines it would leave), every
+field made safe (render.py, then HTML-escaped) and no script at all. POST approves the chosen
+candidate.
 
 Guarantees:
-- Only this machine can reach it (127.0.0.1), and only the holder of a token finds a deletion
-  (a 256-bit secret per deletion, stored hashed; an unknown, expired or used token gets one
+- Only this machine can reach it (127.0.0.1), and only the holder of a token finds a change
+  (a 176-bit secret per change, stored hashed; an unknown, expired or used token gets one
   page that says so, whichever it is).
 - The Host header must name this very address and port (a DNS rebinding page gets 421), and a
   POST must come from this page: its Origin header this origin, `Sec-Fetch-Site` (when the
   browser sends it) same-origin, and the form's anti-forgery token (an HMAC of the page token
   under a key of this server) - so another web page the person has open cannot approve.
-- An approval names one of the sealed candidates and is taken once, before the deletion
-  expires (store.py); the page never deletes: the delete tool does, on the client's retry.
+- An approval names one of the sealed candidates and is taken once, before the change
+  expires (store.py); the page never changes a note: the tool does, on the client's retry.
 - Responses forbid framing, scripts, referrers and caching (Content-Security-Policy and
   friends); the request log line is written without the client's control characters.
 - At most 16 connections at once, one request each, dropped after 5 s of silence (a POST's
-  body is read only for a deletion that waits): a local process cannot hold its threads.
+  body is read only for a change that waits): a local process cannot hold its threads.
 - A candidate's first lines are shown only when the principal that asked may read the
   workspace (the URL reaches the client: it must not read through it what it may not).
 
@@ -140,6 +142,8 @@ class ApprovalPage:
     # -- what the handler shows ------------------------------------------------------------
 
     def show(self, token: str, pending: Pending) -> str:
+        if pending.action == "replace":
+            return self._show_replace(token, pending)
         options = []
         for n, (note_id, title) in enumerate(pending.candidates):
             lines = self._first_lines(pending.workspace, note_id, pending.principal)
@@ -170,6 +174,40 @@ class ApprovalPage:
             "the note you choose when it asks again.</p>"
             "<button type=submit>Delete the chosen note</button></form>",
         )
+
+    def _show_replace(self, token: str, pending: Pending) -> str:
+        """A forced update or edit: the note, what the change removes, its text now (for a
+        principal who may read it) and the first lines it would have."""
+        note_id, title = pending.candidates[0]
+        now = self._first_lines(pending.workspace, note_id, pending.principal)
+        losses = "".join(
+            f"<li>{html.escape(shown(str(x), 300))}</li>" for x in pending.detail.get("losses", [])
+        )
+        after = str(pending.detail.get("after", ""))
+        left = max(0, int(pending.expires - time.time()))
+        return _page(
+            "Approve a change that removes text",
+            f"<p>An AI client asks fs-notes to replace the note "
+            f"<strong>{html.escape(shown(title or '(untitled)', 200))}</strong> "
+            f"(<code>{html.escape(shown_id(note_id, 300))}</code>) in the workspace "
+            f"<strong>{html.escape(shown(pending.workspace, 128))}</strong>, for "
+            f"<strong>{html.escape(shown(pending.principal, 128))}</strong>, with text that "
+            f"removes part of it:</p><ul>{losses}</ul>"
+            + (f"<p>It begins now:</p>{_lines(now)}" if now else "")
+            + f"<p>It would begin:</p>{_lines(after) if after else '<p><em>(empty)</em></p>'}"
+            "<p>Nothing is written unless you approve it here; to refuse, close this page. "
+            "(The text it replaces is kept in fs-notes' journal, so that it can be restored.)"
+            f'</p><form method="post" action="/approve/{html.escape(token)}">'
+            '<input type="hidden" name="note" value="0">'
+            f'<input type="hidden" name="csrf" value="{self.csrf(token)}">'
+            f"<p>This request expires in {left // 60} min {left % 60} s. The client makes the "
+            "change when it asks again.</p>"
+            "<button type=submit>Approve this change</button></form>",
+        )
+
+
+def _lines(text: str) -> str:
+    return "<pre>" + html.escape("\n".join(shown(x, 200) for x in text.splitlines())) + "</pre>"
 
 
 class _Bounded(ThreadingHTTPServer):
@@ -281,10 +319,20 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.owner.approvals.approve(pending.nonce, chosen, "page"):
             self._send(404, _GONE)
             return
+        verb = "replacing" if pending.action == "replace" else "deleting"
         log.warning(
-            "approval page: %s approved deleting %s in workspace %s",
-            shown(pending.principal, 128), shown_id(chosen, 300), shown(pending.workspace, 128),
+            "approval page: %s approved %s %s in workspace %s",
+            shown(pending.principal, 128), verb, shown_id(chosen, 300),
+            shown(pending.workspace, 128),
         )  # fmt: skip
+        if pending.action == "replace":
+            self._send(200, _page(
+                "Approved",
+                f"<p>You approved this change to <code>{html.escape(shown_id(chosen, 300))}"
+                "</code>. Go back to your client: it is made when the client asks again (the "
+                "text it replaces is kept in fs-notes' journal so that it can be restored).</p>",
+            ))  # fmt: skip
+            return
         self._send(
             200,
             _page(

@@ -1,18 +1,22 @@
-"""The deletions waiting for the person's approval outside the client, and the approvals given.
+"""The changes waiting for the person's approval outside the client, and the approvals given.
 
 One SQLite file in the state folder, `approvals.sqlite3` (or in memory for a server without a
 state folder: then only its own loopback page can approve), shared by the servers of this user
-and `fs-notes approve`. Each row is one notes_delete waiting: the nonce of its sealed request
-state (tools/delete.py), who asked (principal) and where (workspace), the candidates (id and
-title, as the form would show them), when it expires, the hashes of its terminal code and of its
-page's token, and, once the person approved, which note and how (page or terminal).
+and `fs-notes approve`. Each row is one change waiting: a notes_delete (action "delete", keyed
+by the nonce of its sealed request state: tools/delete.py) or a forced update or edit (action
+"replace", keyed by the digest of exactly that change: tools/forced.py); who asked (principal)
+and where (workspace), the candidates (id and title, as the form would show them), what the
+change would do (`detail`: for a replacement, what it removes and its new first lines), when it
+expires, the hashes of its terminal code and of its page's token, and, once the person
+approved, which note and how (page or terminal).
 
 Guarantees:
 - An approval names one of the row's own candidates and is taken only before the row expires,
   once: a second approval of the same row, or one after it expired, changes nothing.
-- `approved(nonce)` is the only way the delete tool learns of an approval, and the nonce is
-  sealed in the state the client echoes: an approval cannot be moved to another deletion, and
-  what the person saw (the candidates) is what the state holds.
+- `approved(nonce)` is the only way a tool learns of an approval, and the nonce is sealed in
+  the state the client echoes (a deletion) or is the digest of the change itself (a
+  replacement): an approval cannot be moved to another change, and what the person saw (the
+  candidates) is what the state holds.
 - The code (60 bits, typed by a person) and the page token (176 bits) are stored as their
   SHA-256, never as themselves, and derived from the nonce under a key kept in the file, so
   asking again (after a restart, or at another server on this state folder) shows the same.
@@ -20,7 +24,7 @@ Guarantees:
 
 Does not: tell a person from a program running as the same user (anything that runs as this
 user can open this file, the page or the terminal: docs/design.md, "What an approval proves"),
-or delete anything (the delete tool does, through the door, when the client retries).
+or change anything (the tool does, through the door, when the client retries).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..privatefile import connect_private, open_durable
@@ -43,9 +47,12 @@ from ..privatefile import connect_private, open_durable
 __all__ = ["Approvals", "Pending", "Via", "approvals_name"]
 
 Via = Literal["page", "terminal"]
+#: What a row asks the person to approve: deleting one of its candidates, or replacing its one
+#: note with text that removes part of it (a forced update or edit).
+Action = Literal["delete", "replace"]
 #: A code's letters (base32: 5 bits each, 60 bits), typed in groups of four.
 CODE_LETTERS = 12
-VERSION = 1
+VERSION = 2
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS pending (
     nonce TEXT PRIMARY KEY,
@@ -54,6 +61,8 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS pending (
     principal TEXT NOT NULL,
     workspace TEXT NOT NULL,
     candidates TEXT NOT NULL,
+    action TEXT NOT NULL DEFAULT 'delete',
+    detail TEXT NOT NULL DEFAULT '{}',
     expires REAL NOT NULL,
     chosen BLOB,
     via TEXT,
@@ -61,7 +70,7 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS pending (
 )"""
 
 
-_COLUMNS = "nonce, principal, workspace, candidates, expires, chosen, via"
+_COLUMNS = "nonce, principal, workspace, candidates, expires, chosen, via, action, detail"
 
 
 def approvals_name() -> str:
@@ -78,7 +87,7 @@ def _key(note_id: str) -> bytes:
 
 @dataclass(frozen=True)
 class Pending:
-    """One deletion waiting for the person (what the page and the terminal show)."""
+    """One change waiting for the person (what the page and the terminal show)."""
 
     nonce: str
     principal: str
@@ -88,6 +97,10 @@ class Pending:
     expires: float
     chosen: str | None = None
     via: Via | None = None
+    action: Action = "delete"
+    #: For "replace": "losses" (what the change removes, in words) and "after" (the new text's
+    #: first lines, as the principal sent them).
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 class Approvals:
@@ -136,8 +149,10 @@ class Approvals:
         workspace: str,
         candidates: list[tuple[str, str | None]],
         expires: float,
+        action: Action = "delete",
+        detail: dict[str, Any] | None = None,
     ) -> tuple[str, str]:
-        """Record a deletion waiting for the person (asked again: the same row, as it is); its
+        """Record a change waiting for the person (asked again: the same row, as it is); its
         code for `fs-notes approve` and its page's token. Both are derived from the nonce with
         this server's own key, so asking again gives the same ones, and only their hashes are
         stored."""
@@ -148,9 +163,10 @@ class Approvals:
             db.execute("DELETE FROM pending WHERE expires < ?", (time.time() - 3600,))
             db.execute(
                 "INSERT OR IGNORE INTO pending (nonce, code, page, principal, workspace, "
-                "candidates, expires) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (nonce, _hash(_normal(code)), _hash(page), principal, workspace, shown, expires),
-            )
+                "candidates, action, detail, expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (nonce, _hash(_normal(code)), _hash(page), principal, workspace, shown, action,
+                 json.dumps(detail or {}), expires),
+            )  # fmt: skip
         return code, page
 
     def _secrets(self, nonce: str) -> tuple[str, str]:
@@ -180,7 +196,7 @@ class Approvals:
         return None if row is None else _pending(row)
 
     def waiting(self) -> list[Pending]:
-        """Every deletion still waiting for the person, oldest first."""
+        """Every change still waiting for the person, oldest first."""
         with self._lock:
             rows = (
                 self._db()
@@ -230,6 +246,11 @@ class Approvals:
             return None
         return bytes(row[0]).decode("utf-8", "surrogateescape"), row[1]
 
+    def spend(self, nonce: str) -> None:
+        """Forget the row `nonce` (its change was made: an approval serves once)."""
+        with self._lock:
+            self._db().execute("DELETE FROM pending WHERE nonce = ?", (nonce,))
+
     def close(self) -> None:
         with self._lock, contextlib.suppress(sqlite3.Error):
             if os.getpid() == self._pid:
@@ -253,7 +274,7 @@ def _normal(code: str) -> str:
 
 
 def _pending(row: tuple[Any, ...]) -> Pending:
-    nonce, principal, workspace, raw, expires, chosen, via = row
+    nonce, principal, workspace, raw, expires, chosen, via, action, detail = row
     candidates = tuple(
         (str(i).encode("latin-1").decode("utf-8", "surrogateescape"), t)
         for i, t in json.loads(str(raw))
@@ -266,4 +287,6 @@ def _pending(row: tuple[Any, ...]) -> Pending:
         float(expires),
         None if chosen is None else bytes(chosen).decode("utf-8", "surrogateescape"),
         via,
+        "replace" if action == "replace" else "delete",
+        json.loads(str(detail)) if detail else {},
     )

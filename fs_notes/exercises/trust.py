@@ -12,6 +12,9 @@ would, over stdio:
 - `clipped-update`: notes_update keeps 3 lines of a 200-line note; `placeholder-update`:
   "... rest of the note unchanged ..." where its body was: each must be refused, the note as it
   was. Control: the same update with `force: true` goes through.
+- `forced-by-client`: under `force = "out-of-band"`, the client forces that clipping update,
+  twice: the note must be as it was. Control: the person approves on the loopback page, and the
+  same call writes it.
 - `restored`: a note deleted through the confirmed form is put back by notes_history and
   notes_restore, byte for byte (its bytes compared with those before). Control: it was gone.
 - `hidden-instruction`: a note with zero-width characters and an HTML comment telling the
@@ -70,7 +73,7 @@ class TrustOutcome:
 class _Session:
     """The real server on a workspace of its own, and a client speaking to it."""
 
-    def __init__(self, root: Path, approval: str) -> None:
+    def __init__(self, root: Path, workspace: str) -> None:
         self.ws = root / "notes"
         self.ws.mkdir()
         state = root / "state"
@@ -78,7 +81,7 @@ class _Session:
         policy = root / "policy.toml"
         policy.write_text(
             '[[principal]]\nname = "me"\nlocal = true\n\n'
-            f'[[workspace]]\nname = "notes"\npath = "{self.ws}"\napproval = "{approval}"\n\n'
+            f'[[workspace]]\nname = "notes"\npath = "{self.ws}"\n{workspace}\n\n'
             '[[grant]]\nprincipal = "me"\nworkspace = "notes"\n'
             'operations = ["read", "write", "delete"]\n'
         )
@@ -180,6 +183,29 @@ def _guarded(content: str, why: str) -> Callable[[_Session], tuple[str, str]]:
     return case
 
 
+def _forced_by_client(s: _Session) -> tuple[str, str]:
+    note = s.ws / "plan.md"
+    note.write_text(LONG)
+    s.start()
+    before = note_state(note)
+    clipped = "# Plan\n\nShort now.\n"
+    first = _result(s.call("notes_update", id="plan.md", content=clipped, force=True))
+    approval = first.get("structuredContent", {}).get("approval")
+    if note_state(note) != before:
+        return FAILED, "the client's force alone rewrote the note where only the person may"
+    if not isinstance(approval, dict) or "url" not in approval:
+        return FAILED, f"refused without asking the person: {str(first)[:200]}"
+    s.call("notes_update", id="plan.md", content=clipped, force=True)
+    if note_state(note) != before:
+        return FAILED, "the same forced call, asked again, rewrote the note unapproved"
+    if approve_on_page(approval["url"]) != 200:
+        return NA, "the control could not approve on the page"
+    s.call("notes_update", id="plan.md", content=clipped, force=True)
+    if note.read_text() != clipped:
+        return NA, "the control: after the person's approval the change was not made"
+    return HELD, "the client's force wrote nothing twice; after the person's approval, written"
+
+
 def _restored(s: _Session) -> tuple[str, str]:
     note = s.ws / "diary.md"
     note.write_bytes(b"# Diary\n\nWritten by hand.\r\n\xe2\x9c\x93\n")
@@ -220,25 +246,28 @@ def _hidden(s: _Session) -> tuple[str, str]:
     return HELD, "both flagged, escaped in the text the model reads, exact in the content"
 
 
+#: (name, the workspace's policy lines, why, the case)
 CASES: tuple[tuple[str, str, str, Callable[[_Session], tuple[str, str]]], ...] = (
-    ("forged-accept", "out-of-band",
+    ("forged-accept", 'approval = "out-of-band"',
      "the client answers the deletion itself where only the person may", _forged_accept),
-    ("clipped-update", "either", "an update keeps 3 lines of a 200-line note",
+    ("clipped-update", "", "an update keeps 3 lines of a 200-line note",
      _guarded("# Plan\n\nShort now.\n", "clips the note")),
-    ("placeholder-update", "either", "an update leaves a placeholder where the body was",
+    ("placeholder-update", "", "an update leaves a placeholder where the body was",
      _guarded(LONG.split("## Part 1\n")[0] + "... rest of the note unchanged ...\n",
               "leaves a placeholder")),
-    ("restored", "either", "a deleted note is restored byte for byte", _restored),
-    ("hidden-instruction", "either", "a note hides an instruction from the person", _hidden),
+    ("forced-by-client", 'force = "out-of-band"',
+     "the client forces a clipping update where only the person may", _forced_by_client),
+    ("restored", "", "a deleted note is restored byte for byte", _restored),
+    ("hidden-instruction", "", "a note hides an instruction from the person", _hidden),
 )  # fmt: skip
 
 
 def run_trust() -> dict[str, Any]:
     """Every case, each on a server of its own; `passed` when every one held."""
     outcomes = []
-    for name, approval, why, case in CASES:
+    for name, workspace, why, case in CASES:
         root = Path(tempfile.mkdtemp(prefix="fs-notes-trust-"))
-        session = _Session(root, approval)
+        session = _Session(root, workspace)
         try:
             result, detail = case(session)
         except (TargetFailed, OSError, KeyError, TypeError) as exc:

@@ -12,6 +12,7 @@ from ..rounds.seal import StateSealer
 from .context import NotesEnv
 from .delete import DeleteTool
 from .edit_tools import NotesAppend, NotesEdit
+from .forced import ForcedChanges
 from .history_tools import NotesHistory, NotesRestore
 from .move_tool import NotesMove
 from .read_tools import NotesList, NotesRead, NotesSearch
@@ -32,6 +33,7 @@ def server_tools(
 ) -> list[ToolSpec]:
     """Every tool, each one class made from what it needs, whose `spec()` is its definition and
     handler (its `run`)."""
+    forced = ForcedChanges(env, out_of_band)
     tools: list[ServerTool] = [
         NotesWorkspaces(env),
         NotesList(env),
@@ -40,10 +42,10 @@ def server_tools(
         NotesTags(env),
         NotesLinks(env),
         NotesCreate(env, changes),
-        NotesUpdate(env, changes),
+        NotesUpdate(env, changes, forced),
         NotesMove(env, changes),
         NotesAppend(env, changes),
-        NotesEdit(env, changes),
+        NotesEdit(env, changes, forced),
         NotesHistory(env, changes.journals),
         NotesRestore(env, changes, changes.journals),
         DeleteTool(env, sealer, replay, audit, changes, out_of_band),

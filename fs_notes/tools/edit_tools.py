@@ -27,6 +27,7 @@ from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
 from ..render import shown_id
 from .context import NotesEnv, ToolFailure, guarded
+from .forced import ForcedChanges
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .versions import (
     FORCE_ARG,
@@ -136,9 +137,12 @@ class NotesAppend:
 class NotesEdit:
     """notes_edit: exact pieces of a note's text replaced, atomically, with the diff."""
 
-    def __init__(self, env: NotesEnv, changes: NoteChanges) -> None:
+    def __init__(
+        self, env: NotesEnv, changes: NoteChanges, forced: ForcedChanges | None = None
+    ) -> None:
         self.env = env
         self.changes = changes
+        self.forced = forced
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -148,7 +152,8 @@ class NotesEdit:
             "exactly once in the note, else nothing changes and the error says which edit "
             "failed. All edits apply at once, atomically; the result is a unified diff "
             "(dryRun: only the diff, nothing written). Edits that would remove most of the "
-            "note, its front matter or its headings are refused unless force is true."
+            "note, its front matter or its headings are refused unless force is true (and, "
+            "where the workspace says so, the person approves them outside the client)."
             + _ASK_FOR_VERSION,
             properties={
                 "workspaceUri": WORKSPACE_URI,
@@ -204,15 +209,16 @@ class NotesEdit:
             diffs[:] = [unified_diff(before, after, note_id)]
             return None if dry_run or after == before else after.encode("utf-8")
 
-        guard = damage_guard(env.policy.limits, args)
+        person = self.forced.person(call, ws, readable=True) if self.forced else None
+        guard = damage_guard(env.policy.limits, args, person)
         if dry_run:  # the same checks, nothing written (and no writer needed)
             current = read_current(ws, note_id)
             if expected is not None and current.version != expected:
                 raise mismatch(note_id, expected)
             edited(current)
-            if guard is not None and diffs:
+            if guard is not None and guard.person is None and diffs:  # (nobody asked on a dry run)
                 after = apply_edits(current.data.decode("utf-8"), edits).encode("utf-8")
-                refuse_damage(note_id, current.data, after, guard)
+                refuse_damage(note_id, current, after, guard)
             size, version = len(current.data), current.version
         else:
             require_writable(changes, ws)

@@ -3,7 +3,9 @@ every versioned write goes through (every notes_update, unless force without
 expectedVersion, every notes_append and notes_edit; notes_move may use it too), with the damage
 guard: an update or edit that would remove most of a note, its front matter or its headings,
 or leave a placeholder where text was, is refused unless the caller passes force
-(fs_notes/notes/damage.py; the bounds are the policy's `max_shrink`, `max_headings_lost`).
+(fs_notes/notes/damage.py; the bounds are the policy's `max_shrink`, `max_headings_lost`) and,
+where the workspace's `force` is "out-of-band", the person approved that very change outside
+the client (tools/forced.py, asked here as the guard's `person`).
 
 Guarantees: `write_if` writes only when the note's bytes, read here through the root handle
 (layer 2: contained, a regular file with one link, read whole under one identity that did not
@@ -70,23 +72,48 @@ _UNSHOWN = {
 }
 
 
-def damage_guard(limits: Limits, args: dict[str, Any]) -> DamageLimits | None:
-    """The damage check a change is held to (None: the caller passed force)."""
+#: Asked when a forced change would destroy part of a note and only the person may wave it
+#: through (tools/forced.py): (note id, the note as read, the new bytes, the losses as the
+#: refusal says them) -> returns if the person approved exactly this change, else raises
+#: ToolFailure (nothing written).
+PersonCheck = Callable[[str, "Current", bytes, list[dict[str, str]]], None]
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The damage check a change is held to: its bounds, and `person` when the caller forced
+    it and only the person's approval may let a damaging change through."""
+
+    limits: DamageLimits
+    person: PersonCheck | None = None
+
+
+def damage_guard(
+    limits: Limits, args: dict[str, Any], person: PersonCheck | None = None
+) -> Guard | None:
+    """The damage check a change is held to (None: the caller passed force, and the caller's
+    force is enough here; `person`: what asks the person when it is not)."""
+    bounds = DamageLimits(max_shrink=limits.max_shrink, max_headings_lost=limits.max_headings_lost)
     if args.get("force") is True:
-        return None
-    return DamageLimits(max_shrink=limits.max_shrink, max_headings_lost=limits.max_headings_lost)
+        return None if person is None else Guard(bounds, person)
+    return Guard(bounds)
 
 
 def refuse_damage(
-    note_id: str, before: bytes, after: bytes, guard: DamageLimits, *, figures: bool = True
+    note_id: str, before: Current, after: bytes, guard: Guard, *, figures: bool = True
 ) -> None:
     """ToolFailure naming what the change from `before` to `after` would destroy unsaid
     (fs_notes/notes/damage.py), with data ``{"error": "noteDamaged", "id", "losses": [{code,
-    detail}]}``; nothing when it destroys nothing."""
-    losses = damage(before.decode("utf-8", "replace"), after.decode("utf-8", "replace"), guard)
+    detail}]}``; nothing when it destroys nothing, or when it was forced and the person
+    approved it (`guard.person`, which raises when they did not)."""
+    old, new = before.data.decode("utf-8", "replace"), after.decode("utf-8", "replace")
+    losses = damage(old, new, guard.limits)
     if not losses:
         return
     said = [{"code": x.code, "detail": x.detail if figures else _UNSHOWN[x.code]} for x in losses]
+    if guard.person is not None:
+        guard.person(note_id, before, after, said)
+        return
     raise ToolFailure(
         f"refused: {shown_id(note_id, 300)}: " + "; ".join(d["detail"] for d in said)
         + ". Nothing was written. If the user wants exactly this, call again with "
@@ -177,7 +204,7 @@ def write_if(
     make: Callable[[Current], bytes | None],
     *,
     forget: Callable[[], None],
-    guard: DamageLimits | None = None,
+    guard: Guard | None = None,
     figures: bool = True,
     too_large: str | None = None,
 ) -> Written:
@@ -185,7 +212,8 @@ def write_if(
     if the note is still the file read (see the module docstring); ``forget()`` drops what the
     caches hold of the note after a write was tried. With `guard`, a change that would destroy
     part of the note unsaid is refused first (`refuse_damage`; `figures` False: without the
-    figures, for a principal who may not read it)."""
+    figures, for a principal who may not read it; forced, and the person approved it: written
+    over exactly the version they approved, since this read is the one they saw)."""
     limit = ws.workspace.read_limit
     for _ in range(ATTEMPTS):
         current = read_current(ws, note_id, too_large)
@@ -200,7 +228,7 @@ def write_if(
                 f"workspace's read limit of {limit} bytes; nothing was written"
             )
         if guard is not None:
-            refuse_damage(note_id, current.data, data, guard, figures=figures)
+            refuse_damage(note_id, current, data, guard, figures=figures)
         try:
             ident = changes.update_note(ws.workspace.name, note_id, data, expected=current.ident)
         except IdentityChanged:

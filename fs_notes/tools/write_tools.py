@@ -9,8 +9,9 @@ else happens, and its reason is shown; the note id is checked lexically here and
 by the filesystem layer behind the door. An update is a compare-and-write (tools/versions.py):
 the bytes read here must have the expectedVersion if one is given (added 2026-12-01), must not
 be destroyed unsaid by the new content (the damage guard, unless force; added
-2026-12-07), and the door replaces the note only if it is still the file read. Every result
-carries the note's new version.
+2026-12-07; and where the workspace's `force` is "out-of-band", unless the person approved the
+change outside the client: tools/forced.py), and the door replaces the note only if it is
+still the file read. Every result carries the note's new version.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..protocol.dispatch import Call
 from ..protocol.models import CallToolResult, TextContent
 from ..render import shown_id
 from .context import NotesEnv, ToolFailure, fs_message, guarded
+from .forced import ForcedChanges
 from .registry import CONTENT, NOTE_ID, WORKSPACE_URI, ToolSpec
 from .versions import (
     FORCE_ARG,
@@ -43,7 +45,12 @@ _UPDATE_PROPS = {**_PROPS, "expectedVersion": VERSION_ARG, "force": FORCE_ARG}
 
 
 def _write(
-    env: NotesEnv, changes: NoteChanges, call: Call, args: dict[str, Any], verb: str
+    env: NotesEnv,
+    changes: NoteChanges,
+    call: Call,
+    args: dict[str, Any],
+    verb: str,
+    forced: ForcedChanges | None = None,
 ) -> dict[str, Any]:
     """notes_create ("created") or notes_update ("updated"): see the module docstring."""
     if "expectedVersion" in args:  # comparing versions reads the note: read, and write
@@ -53,14 +60,23 @@ def _write(
     data = args["content"].encode("utf-8")
     expected = expected_version(args)
     require_writable(changes, ws, "create_note" if verb == "created" else "update_note")
-    guard = damage_guard(env.policy.limits, args) if verb == "updated" else None
     readable = env.may_read(call, args.get("workspaceUri")) is not None
+    guard = None
+    if verb == "updated":
+        person = forced.person(call, ws, readable=readable) if forced is not None else None
+        guard = damage_guard(env.policy.limits, args, person)
+    too_large = (
+        "fs-notes cannot check what the update would remove: pass force: true to replace it "
+        "anyway"
+        if guard is None or guard.person is None
+        else "fs-notes cannot show the person what the update would remove, and forcing a "
+        "change here needs their approval"
+    )
     if expected is not None or guard is not None:  # compare-and-write (tools/versions.py)
         written = write_if(
             ws, changes, note_id, expected, lambda _: data,
             forget=lambda: env.changed(ws, note_id), guard=guard, figures=readable,
-            too_large="fs-notes cannot check what the update would remove: pass "
-            "force: true to replace it anyway",
+            too_large=too_large,
         )  # fmt: skip
         ident = written.ident if written.ident is not None else written.before.ident
     else:
@@ -118,8 +134,10 @@ class NotesCreate:
 class NotesUpdate:
     """notes_update: a note's whole content replaced, a compare-and-write with the damage guard."""
 
-    def __init__(self, env: NotesEnv, changes: NoteChanges) -> None:
-        self.env, self.changes = env, changes
+    def __init__(
+        self, env: NotesEnv, changes: NoteChanges, forced: ForcedChanges | None = None
+    ) -> None:
+        self.env, self.changes, self.forced = env, changes, forced
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -129,7 +147,8 @@ class NotesUpdate:
             "expectedVersion (the version notes_read returned): the update is then refused, "
             "and nothing written, if the note changed since you read it. An update that would "
             "remove most of the note, its front matter or its headings, or leave a "
-            "placeholder such as '... rest unchanged', is refused unless force is true.",
+            "placeholder such as '... rest unchanged', is refused unless force is true (and, "
+            "where the workspace says so, the person approves it outside the client).",
             properties=_UPDATE_PROPS,
             required=("id", "content"),
             read_only=False,
@@ -139,4 +158,4 @@ class NotesUpdate:
         )
 
     def run(self, call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        return _write(self.env, self.changes, call, args, "updated")
+        return _write(self.env, self.changes, call, args, "updated", self.forced)
