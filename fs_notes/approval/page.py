@@ -147,12 +147,7 @@ class ApprovalPage:
         options = []
         for n, (note_id, title) in enumerate(pending.candidates):
             lines = self._first_lines(pending.workspace, note_id, pending.principal)
-            preview = (
-                "<pre>" + html.escape("\n".join(shown(line, 200) for line in lines.splitlines()))
-                + "</pre>"
-                if lines
-                else "<p><em>(its text cannot be shown)</em></p>"
-            )  # fmt: skip
+            preview = _lines(lines) if lines else "<p><em>(its text cannot be shown)</em></p>"
             checked = " checked" if n == 0 else ""
             name = html.escape(shown(title or "(untitled)", 200))
             options.append(
