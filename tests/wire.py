@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 TOOLS = {
     "notes_list",
     "notes_read",
+    "notes_outline",
     "notes_search",
     "notes_tags",
     "notes_links",

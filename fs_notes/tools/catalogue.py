@@ -15,6 +15,7 @@ from .edit_tools import NotesAppend, NotesEdit
 from .forced import ForcedChanges
 from .history_tools import NotesHistory, NotesRestore
 from .move_tool import NotesMove
+from .outline_tools import NotesOutline
 from .read_tools import NotesList, NotesRead, NotesSearch
 from .registry import ServerTool, ToolSpec
 from .structure_tools import NotesLinks, NotesTags
@@ -38,6 +39,7 @@ def server_tools(
         NotesWorkspaces(env),
         NotesList(env),
         NotesRead(env),
+        NotesOutline(env),
         NotesSearch(env),
         NotesTags(env),
         NotesLinks(env),

@@ -29,6 +29,7 @@ from .context import NotesEnv, Opened, Skipped, ToolFailure, fs_message, guarded
 from .indexed import current
 from .loading import load_note, whole_utf8
 from .notecache import CachedNote
+from .outline_tools import SECTION_ARG, read_section
 from .provenance import mark, note_origin, result_meta
 from .registry import NOTE_ID, WORKSPACE_URI, ToolSpec
 from .versions import load_current
@@ -211,12 +212,13 @@ class NotesRead:
         return ToolSpec(
             name="notes_read",
             title="Read a note",
-            description="Read one note's markdown content by id (whole, or a part of it with "
-            "offset and length in bytes). A whole read also gives the note's tags, aliases and "
-            "front-matter properties.",
+            description="Read one note's markdown content by id (whole, one section by its "
+            "heading, or a part of it with offset and length in bytes). A whole read also gives "
+            "the note's tags, aliases and front-matter properties.",
             properties={
                 "workspaceUri": WORKSPACE_URI,
                 "id": NOTE_ID,
+                "section": SECTION_ARG,
                 "offset": {
                     "type": "integer",
                     "minimum": 0,
@@ -247,6 +249,11 @@ class NotesRead:
             note = load_note(env, ws, note_id, ws.root.stat_note(note_id))
         except FsError as exc:
             raise ToolFailure(fs_message(exc, note_id)) from None
+        if "section" in args:
+            if "offset" in args or "length" in args:
+                raise ToolFailure("notes_read takes section or offset/length, not both")
+            found, part = read_section(ws, note_id, args["section"])
+            return _note_text(env, call, ws, note_id, note.key, part, found)
         if "offset" in args or "length" in args:
             return _read_part(env, call, ws, note_id, note, args)
         if note.large:
