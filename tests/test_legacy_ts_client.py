@@ -108,7 +108,7 @@ def test_the_typescript_sdk_v1_client_lists_reads_and_deletes_with_confirmation(
     seen = json.loads(run.stdout)
     assert seen["protocolVersion"] == "2025-11-25"
     assert seen["serverInfo"]["name"] == "fs-notes"
-    assert len(seen["tools"]) == 16 and "notes_delete" in seen["tools"]
+    assert len(seen["tools"]) == 17 and "notes_delete" in seen["tools"]
     assert [n["id"] for n in seen["listed"]["notes"]] == ["tps.md"]
     assert seen["read"]["content"] == "# TPS report\nold\n"
     assert seen["escape"]["isError"] is True and "SECRET" not in json.dumps(seen["escape"])

@@ -71,6 +71,13 @@ def _cases(tools: list[dict[str, Any]]) -> Iterator[tuple[str, str, dict[str, An
                     name,
                     {name: LONE, **{k: v for k, v in rest.items() if k != name}},
                 )
+            elif prop["type"] == "object":  # any JSON values: a string inside, and a key
+                others = {k: v for k, v in rest.items() if k != name}
+                yield tool["name"], name, {name: {"k": LONE}, **others}
+                yield tool["name"], name, {name: {LONE: 1}, **others}
+            elif prop["type"] == "array" and prop["items"]["type"] == "string":
+                others = {k: v for k, v in rest.items() if k != name}
+                yield tool["name"], f"{name}[0]", {name: [LONE], **others}
             elif prop["type"] == "array":
                 item_props = prop["items"]["properties"]
                 for key, item in item_props.items():
@@ -105,13 +112,16 @@ def test_a_lone_surrogate_in_every_string_argument_of_every_tool_is_a_tool_error
         # The four the issue found, among all the others.
         for tool, arg in [("notes_create", "content"), ("notes_update", "content"),
                           ("notes_append", "content"), ("notes_search", "tag"),
-                          ("notes_edit", "edits[0].oldText"), ("notes_delete", "id")]:  # fmt: skip
+                          ("notes_edit", "edits[0].oldText"), ("notes_delete", "id"),
+                          ("notes_properties", "set"),
+                          ("notes_properties", "unset[0]")]:  # fmt: skip
             assert (tool, arg) in named
         with_text = {
             t["name"]
             for t in tools
             if any(
-                p["type"] in ("string", "array") for p in t["inputSchema"]["properties"].values()
+                p["type"] in ("string", "array", "object")
+                for p in t["inputSchema"]["properties"].values()
             )
         }
         assert {tool for tool, _ in named} == with_text

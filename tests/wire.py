@@ -34,6 +34,7 @@ TOOLS = {
     "notes_update",
     "notes_append",
     "notes_edit",
+    "notes_properties",
     "notes_move",
     "notes_history",
     "notes_restore",

@@ -2,9 +2,11 @@
 
 Our input schemas use a small, flat subset of JSON Schema 2020-12 (an object of strings, integers
 and booleans with lengths and bounds, and arrays, with a bounded number of items, of flat objects
-of those; added 2026-12-01 for notes_edit's edits). `check_schema` refuses any schema outside
-that subset at definition time, so `validate` is exact for every schema we publish; tests compare
-it with the reference `jsonschema` implementation. The error names the offending field.
+of those; added 2026-12-01 for notes_edit's edits; arrays of strings, and an object of any JSON
+values with a bounded number of keys, added 2026-12-07 for notes_properties). `check_schema`
+refuses any schema outside that subset at definition time, so `validate` is exact for every
+schema we publish; tests compare it with the reference `jsonschema` implementation. The error
+names the offending field.
 Every string, an array item's too, must also be Unicode text (no lone surrogate: valid JSON,
 but no UTF-8 form; added 2026-12-02, issue 25), which the schema language does not say.
 """
@@ -21,6 +23,9 @@ _PROPERTY_KEYS = {"type", "description", "title", "minLength", "maxLength", "min
 _ARRAY_KEYS = {"type", "description", "title", "items", "minItems", "maxItems"}
 _ITEM_KEYS = {"type", "description", "title", "properties", "required", "additionalProperties"}
 _OBJECT_KEYS = {"$schema", "type", "properties", "required", "additionalProperties"}
+#: An argument that is an object of any JSON values (its keys and strings checked as text).
+_FREE_OBJECT_KEYS = {"type", "description", "title", "maxProperties"}
+_STRING_ITEM_KEYS = {"type", "minLength", "maxLength"}
 
 
 class ArgumentError(ValueError):
@@ -37,6 +42,9 @@ def check_schema(schema: dict[str, Any]) -> None:
     for name, prop in props.items():
         if prop.get("type") == "array" and not set(prop) - _ARRAY_KEYS:
             _check_items(name, prop.get("items"))
+        elif prop.get("type") == "object" and not set(prop) - _FREE_OBJECT_KEYS:
+            if not isinstance(prop.get("maxProperties"), int):
+                raise ValueError(f"object property {name!r} must bound maxProperties")
         elif set(prop) - _PROPERTY_KEYS or prop.get("type") not in _SCALARS:
             raise ValueError(f"unsupported property schema for {name!r}")
     for name in schema.get("required", []):
@@ -45,7 +53,12 @@ def check_schema(schema: dict[str, Any]) -> None:
 
 
 def _check_items(name: str, items: object) -> None:
-    """An array's items: a closed object of strings, integers and booleans (nothing nested)."""
+    """An array's items: strings, or a closed object of strings, integers and booleans
+    (nothing nested)."""
+    if isinstance(items, dict) and items.get("type") == "string":
+        if set(items) - _STRING_ITEM_KEYS:
+            raise ValueError(f"unsupported items schema for {name!r}")
+        return
     if (
         not isinstance(items, dict)
         or set(items) - _ITEM_KEYS
@@ -104,7 +117,17 @@ def _check_value(prop: dict[str, Any], value: Any, name: str) -> None:
         if "maxItems" in prop and len(value) > prop["maxItems"]:
             raise ArgumentError(f"argument {name!r} must have at most {prop['maxItems']} items")
         for i, item in enumerate(value):
-            _check_item(prop["items"], item, f"{name}[{i}]")
+            if prop["items"]["type"] == "string":
+                _check_value(prop["items"], item, f"{name}[{i}]")
+            else:
+                _check_item(prop["items"], item, f"{name}[{i}]")
+        return
+    if kind == "object":
+        if len(value) > prop["maxProperties"]:
+            raise ArgumentError(
+                f"argument {name!r} must have at most {prop['maxProperties']} properties"
+            )
+        _check_json_text(value, name)
         return
     if kind == "string":
         _check_unicode(value, name)
@@ -121,6 +144,22 @@ def _check_value(prop: dict[str, Any], value: Any, name: str) -> None:
             raise ArgumentError(f"argument {name!r} must be >= {prop['minimum']}")
         if "maximum" in prop and value > prop["maximum"]:
             raise ArgumentError(f"argument {name!r} must be <= {prop['maximum']}")
+
+
+def _check_json_text(value: Any, name: str) -> None:
+    """Every key and string inside a JSON value is Unicode text (`_check_unicode`); iterative,
+    so a deeply nested value cannot exhaust the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            _check_unicode(item, name)
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                _check_unicode(str(key), name)
+                stack.append(inner)
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _check_unicode(value: str, name: str) -> None:

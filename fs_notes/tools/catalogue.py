@@ -16,6 +16,7 @@ from .forced import ForcedChanges
 from .history_tools import NotesHistory, NotesRestore
 from .move_tool import NotesMove
 from .outline_tools import NotesOutline
+from .properties_tool import NotesProperties
 from .read_tools import NotesList, NotesRead, NotesSearch
 from .registry import ServerTool, ToolSpec
 from .structure_tools import NotesLinks, NotesTags
@@ -48,6 +49,7 @@ def server_tools(
         NotesMove(env, changes),
         NotesAppend(env, changes),
         NotesEdit(env, changes, forced),
+        NotesProperties(env, changes),
         NotesHistory(env, changes.journals),
         NotesRestore(env, changes, changes.journals),
         DeleteTool(env, sealer, replay, audit, changes, out_of_band),
