@@ -79,7 +79,7 @@ def _http(ws: Path, tmp: Path) -> Any:
 async def _list_read_delete(client: Client, ws: Path, mode: str, action: str) -> None:
     assert client.protocol_version == MODES[mode]
     tools = await client.list_tools()
-    assert len(tools.tools) == 17  # 9; append, edit, move; workspaces; history, restore; outline, properties
+    assert len(tools.tools) == 17  # every tool of tests/wire.py TOOLS
     listed = await client.call_tool("notes_list", {"workspaceUri": _uri(ws)})
     assert listed.structured_content is not None
     assert [n["id"] for n in listed.structured_content["notes"]] == [

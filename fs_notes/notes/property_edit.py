@@ -7,9 +7,10 @@ throws away), the asked keys are set or removed, and the mapping is written back
 Guarantees:
 - Nothing but the asked keys changes: before anything is changed, the front matter is written
   back unchanged with each indentation style tried, and only a style that gives back every byte
-  of it is used; if none does (an unusual layout), the change is refused, never made by
-  rewriting the user's other keys. The note's body, its BOM, its fences and its line endings
-  (CRLF kept) are the note's own bytes.
+  of it is used to write the whole mapping; if none does (trailing blanks, an unusual layout),
+  only the lines of the asked keys are replaced or removed and new keys added at its end (the
+  other lines are the note's own), never the user's other keys rewritten. The note's body, its
+  BOM, its fences and its line endings (CRLF kept) are the note's own bytes.
 - What is written reads back as asked: the new front matter is read again with the parser the
   tools read properties with (properties.py), and every property must be what it was, but the
   set ones (the values given, as JSON) and the removed ones (gone); else refused.
@@ -99,14 +100,18 @@ def change_properties(text: str, set_: Mapping[str, Any], unset: Sequence[str]) 
         crlf = "\r\n" in block
         work = block.replace("\r\n", "\n")
         head_body = body
-    y, data = _faithful(work)
+    y, data, faithful = _faithful(work)
     for key in unset:
         if key not in data:
             raise PropertiesRefused(f"the note has no property {key!r} to remove")
-        del data[key]
-    for key, value in set_.items():
-        data[key] = value
-    new_block = _dump(y, data) if data else ""
+    if faithful:
+        for key in unset:
+            del data[key]
+        for key, value in set_.items():
+            data[key] = value
+        new_block = _dump(y, data) if data else ""
+    else:
+        new_block = _spliced(y, data, work, set_, unset)
     if crlf:
         new_block = new_block.replace("\n", "\r\n")
     result = bom + opening + new_block + closing + head_body
@@ -120,13 +125,41 @@ def change_properties(text: str, set_: Mapping[str, Any], unset: Sequence[str]) 
     return result
 
 
-def _faithful(work: str) -> tuple[Any, Any]:
-    """The YAML dumper that writes `work` back byte for byte, and the loaded mapping."""
+def _spliced(y: Any, data: Any, work: str, set_: Mapping[str, Any], unset: Sequence[str]) -> str:
+    """`work` with only the lines of the asked keys replaced or removed, and new keys added at
+    its end: for a front matter the writer does not reproduce (trailing blanks, say). A key's
+    lines are its own line and those below it up to the next top-level key, less the blank and
+    comment lines that end them (they stay)."""
+    lines = work.splitlines(keepends=True)
+    starts = sorted((data.lc.key(k)[0], k) for k in data)
+    extent: dict[Any, tuple[int, int]] = {}
+    for n, (line, key) in enumerate(starts):
+        end = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
+        while end > line + 1 and (not lines[end - 1].strip() or lines[end - 1].startswith("#")):
+            end -= 1
+        extent[key] = (line, end)
+    out = list(lines)
+    for key in [*unset, *(k for k in set_ if k in data)]:
+        line, end = extent[key]
+        out[line:end] = [""] * (end - line)
+        if key in set_:
+            out[line] = _dump(y, {key: set_[key]})
+    added = "".join(_dump(y, {k: v}) for k, v in set_.items() if k not in data)
+    text = "".join(out)
+    if added and text and not text.endswith("\n"):
+        text += "\n"
+    return text + added
+
+
+def _faithful(work: str) -> tuple[Any, Any, bool]:
+    """The YAML dumper that writes `work` back byte for byte (the first style tried when
+    none does: False), and the loaded mapping."""
     from ruamel.yaml.comments import CommentedMap
     from ruamel.yaml.error import YAMLError
 
     if not work.strip():
-        return _yaml(_STYLES[0]), CommentedMap()
+        return _yaml(_STYLES[0]), CommentedMap(), True
+    first: tuple[Any, Any] | None = None
     for style in _STYLES:
         y = _yaml(style)
         try:
@@ -138,9 +171,7 @@ def _faithful(work: str) -> tuple[Any, Any]:
         if not isinstance(data, CommentedMap):
             raise PropertiesRefused("the note's front matter is not a mapping of properties")
         if _dump(y, data) == work:
-            return y, data
-    raise PropertiesRefused(
-        "fs-notes cannot change this front matter without rewriting the rest of it (its layout "
-        "is not one the YAML writer reproduces exactly); nothing was changed: edit it with "
-        "notes_edit"
-    )
+            return y, data, True
+        first = first or (y, data)
+    assert first is not None
+    return first[0], first[1], False
