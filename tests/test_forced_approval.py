@@ -24,7 +24,7 @@ from fs_notes.policy import Principal, hash_token
 from fs_notes.policy_file import load_policy
 from fs_notes.rounds.seal import KeyRing
 from fs_notes.tools.context import ToolFailure
-from fs_notes.tools.forced import ForcedChanges, change_digest
+from fs_notes.tools.forced import FORCE_TTL_S, ForcedChanges, change_digest
 from fs_notes.tools.versions import Current
 
 SECTIONS = "".join(
@@ -284,3 +284,19 @@ def test_the_digest_binds_every_field() -> None:
         fields[i] = other
         digests.add(change_digest(*fields))  # type: ignore[arg-type]
     assert len(digests) == 6
+
+
+def test_an_approval_not_used_before_its_request_expires_is_gone(
+    served: _Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    approval = _needed(served.call("notes_update", content=CLIPPED, force=True))
+    _approve_on_page(approval["url"])
+    later = time.time() + FORCE_TTL_S + 1
+    monkeypatch.setattr(time, "time", lambda: later)  # (the store's clock: the wall clock)
+    again = _needed(served.call("notes_update", content=CLIPPED, force=True))
+    assert again["code"] == approval["code"]  # the same change, asked anew: nothing written
+    served.untouched()
+    _approve_on_page(again["url"])  # and the person can approve it anew
+    done = served.call("notes_update", content=CLIPPED, force=True)
+    assert done.get("isError") is not True, done
+    assert served.note.read_text() == CLIPPED

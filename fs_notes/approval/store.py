@@ -161,6 +161,8 @@ class Approvals:
         with self._lock:
             db = self._db()
             db.execute("DELETE FROM pending WHERE expires < ?", (time.time() - 3600,))
+            # Asked again after it expired (a forced change's key is the change itself): anew.
+            db.execute("DELETE FROM pending WHERE nonce = ? AND expires < ?", (nonce, time.time()))
             db.execute(
                 "INSERT OR IGNORE INTO pending (nonce, code, page, principal, workspace, "
                 "candidates, action, detail, expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -232,13 +234,15 @@ class Approvals:
             )
 
     def approved(self, nonce: str) -> tuple[str, Via] | None:
-        """The note the person approved deleting for `nonce`, and how; None if not (yet)."""
+        """The note the person approved for `nonce`, and how; None if not (yet), or if the
+        request has expired since (an approval is used before its request expires)."""
         with self._lock:
             row = (
                 self._db()
                 .execute(
-                    "SELECT chosen, via FROM pending WHERE nonce = ? AND chosen IS NOT NULL",
-                    (nonce,),
+                    "SELECT chosen, via FROM pending WHERE nonce = ? AND chosen IS NOT NULL "
+                    "AND expires >= ?",
+                    (nonce, time.time()),
                 )
                 .fetchone()
             )
