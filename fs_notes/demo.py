@@ -77,7 +77,7 @@ class Session:
 TOOLS = frozenset({
     "notes_list", "notes_read", "notes_search", "notes_tags", "notes_links", "notes_create",
     "notes_update", "notes_append", "notes_edit", "notes_move", "notes_delete", "notes_summarize",
-    "notes_workspaces", "notes_history", "notes_restore",
+    "notes_workspaces", "notes_history", "notes_restore", "notes_outline", "notes_properties",
 })  # fmt: skip
 
 

@@ -24,7 +24,6 @@ Does not: keep a comment that sat on a removed key's line, or the layout of a va
 
 from __future__ import annotations
 
-import io
 import json
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -57,10 +56,18 @@ def _yaml(style: tuple[int, int, int]) -> Any:
     return y
 
 
+class _Written(list[str]):
+    """Where the dumper writes (any object with write(); no I/O module in the note model)."""
+
+    def write(self, text: str | bytes) -> None:
+        # (without an `encoding` of its stream, the dumper writes UTF-8 bytes)
+        self.append(text.decode("utf-8") if isinstance(text, bytes) else text)
+
+
 def _dump(y: Any, data: Any) -> str:
-    out = io.StringIO()
+    out = _Written()
     y.dump(data, out)
-    return out.getvalue()
+    return "".join(out)
 
 
 def _check_key(key: str) -> None:
